@@ -38,7 +38,6 @@ from webshop_server.sessions import SessionStore
 MAX_BODY_BYTES = 16 * 1024
 MAX_ACTION_CHARS = 1000
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
-_COMMAND = re.compile(r"^\s*(search|click)\s*\[(.*)\]\s*$", re.DOTALL)
 
 
 class ApiError(Exception):
@@ -151,8 +150,8 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
             raise ApiError(400, "'action' must be a string")
         if len(action) > MAX_ACTION_CHARS:
             raise ApiError(400, f"'action' longer than {MAX_ACTION_CHARS} characters")
-        if _COMMAND.match(action) is None:
-            raise ApiError(400, "malformed action: expected search[...] or click[...]")
+        # any string is an action, as in WebShop: parse_action matches a prefix (``click[buy now].`` buys) and
+        # anything that is not search[...]/click[...] is a no-op answered with reward 0
         seq = data.get("seq")
         if seq is not None and not isinstance(seq, (int, str)):
             raise ApiError(400, "'seq' must be an integer or a string")
@@ -260,8 +259,7 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
         words = keywords_of(keywords)
         with s.lock:
             shop.do_search(s, words, 1)
-            n_pages = max(1, -(-len(s.results) // 10))
-            if not 1 <= page <= n_pages:
+            if page < 1:  # pages past the last one are empty, as WebShop's "Next >" leads to them
                 abort(404, "no such results page")
             s.page_num = page
             return render(s)

@@ -359,13 +359,15 @@ def _parse_pricing(pricing: Any) -> tuple[list[float], str]:
 
 
 def process_products(raw: dict[str, Any], num_products: int | None = None,
-                     human_goals: bool = True) -> list[dict[str, Any]]:
+                     human_goals: bool = True, with_reviews: bool = False) -> list[dict[str, Any]]:
     """WebShop's ``load_products`` record building (without its file-system side effects)."""
     attributes = raw.get("attributes") or {}
     human = raw.get("human") or {}
+    # WebShop's load_products no longer reads reviews.json (the lines are commented out upstream): every
+    # product shows Rating "N.A." and an empty Reviews page. ``with_reviews`` restores the old behaviour.
     all_reviews: dict[str, list] = {}
     all_ratings: dict[str, Any] = {}
-    for r in raw.get("reviews") or []:
+    for r in (raw.get("reviews") or []) if with_reviews else []:
         all_reviews[r["asin"]] = r.get("reviews", [])
         all_ratings[r["asin"]] = r.get("average_rating", "N.A.")
     items = raw["items"]

@@ -61,8 +61,9 @@ class Page:
 
     @property
     def observation(self) -> str:
-        # like BeautifulSoup text nodes: stripped, and empty elements contribute nothing
-        return SEP.join(t for t in (x.strip() for x in self.texts) if t)
+        # WebShop's text mode: every text node of the page, stripped, except nodes that are exactly "\n". An
+        # empty element has no text node (nothing is shown), but a blank one (" ", "\t") is an empty part.
+        return SEP.join(t.strip() for t in self.texts if t != "" and t != "\n")
 
     def available_actions(self) -> dict[str, Any]:
         return {"has_search_bar": self.has_search_bar, "clickables": list(self.clickables)}
@@ -228,13 +229,13 @@ class Shop:
         shown = [self.products[a] for a in s.results[(page - 1) * PRODUCT_WINDOW: page * PRODUCT_WINDOW]]
         texts = ["Instruction:", instruction, BACK_TO_SEARCH, f"Page {page} (Total results: {total})"]
         clickables: dict[str, tuple[str, str]] = {BACK_TO_SEARCH.lower(): ("button", BACK_TO_SEARCH)}
-        has_prev, has_next = page > 1, page * PRODUCT_WINDOW < total
+        # WebShop always shows "Next >" (also on the last page and on empty results: it leads to an empty page)
+        has_prev, has_next = page > 1, True
         if has_prev:
             texts.append(PREV_PAGE)
             clickables[PREV_PAGE.lower()] = ("button", PREV_PAGE)
-        if has_next:
-            texts.append(NEXT_PAGE)
-            clickables[NEXT_PAGE.lower()] = ("button", NEXT_PAGE)
+        texts.append(NEXT_PAGE)
+        clickables[NEXT_PAGE.lower()] = ("button", NEXT_PAGE)
         for p in shown:
             texts += [p["asin"], p["Title"], p["Price"]]
             clickables[p["asin"].lower()] = ("product", p["asin"])
@@ -272,13 +273,11 @@ class Shop:
         if sub == "Description":
             texts.append(p["Description"])
         elif sub == "Features":
-            texts.extend(p["BulletPoints"] if p["BulletPoints"] else ["No Features"])
-        elif sub == "Reviews":
-            if p["Reviews"]:
-                for r in p["Reviews"]:
-                    texts += [f"\"{r.get('title', '')}\"", str(r.get("score", "")), str(r.get("body", ""))]
-            else:
-                texts.append("No reviews found")
+            # WebShop's template renders "<p> {{bullet}}</p>": every bullet is a text node, a blank one an empty part
+            texts.extend(" " + str(b) for b in p["BulletPoints"])
+        elif sub == "Reviews":  # WebShop lists the reviews and nothing else (no "No reviews" text)
+            for r in p["Reviews"]:
+                texts += [f"\"{r.get('title', '')}\"", str(r.get("score", "")), str(r.get("body", ""))]
         elif sub == "Attributes":
             texts.extend(p["Attributes"])
         clickables = {BACK_TO_SEARCH.lower(): ("button", BACK_TO_SEARCH), PREV_PAGE.lower(): ("button", PREV_PAGE)}

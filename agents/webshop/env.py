@@ -11,8 +11,8 @@ Follows verl-agent's WebShop environment manager:
   as ``info["score"]`` (also ``task_score``); episodes end after 15 steps;
 * the anchor state for GiGPO/GACA step groups is the formatted observation.
 
-An action the rollout marks invalid (``step(text, valid=False)``) or that is not ``search[...]``/``click[...]``
-is not sent to the shop: it is answered as a no-op (same observation, reward 0) and still counts as a step.
+An action the rollout marks invalid (``step(text, valid=False)``) or that WebShop's ``parse_action`` does not read
+as ``search[...]``/``click[...]`` (a prefix match: ``click[buy now].`` is a click) is not sent to the shop: it is answered as a no-op (same observation, reward 0) and still counts as a step.
 Unknown clicks are sent and the server answers them as no-ops, as WebShop does. Unreachable/failing servers
 raise :class:`agents.base.EnvError`.
 
@@ -32,7 +32,9 @@ from agents.webshop.client import WebShopClient
 DEFAULT_URL = os.environ.get("WEBSHOP_URL", "http://127.0.0.1:3000")
 MAX_STEPS = 15
 SUCCESS_REWARD = 10.0
-_COMMAND = re.compile(r"^\s*(search|click)\s*\[(.*)\]\s*$", re.DOTALL)
+# WebShop's parse_action: ``(.+)\[(.+)\]`` matched at the start, so text after the closing bracket is ignored
+# (``click[buy now].`` buys) and the name is everything before the last "[...]"
+_ACTION = re.compile(r"(.+)\[(.+)\]")
 _TASK = re.compile(r"^\s*(test|eval|train)\s*[:/]\s*(\d+)\s*$")
 
 # verl-agent's WebShop templates (agent_system/environments/prompts/webshop.py, including its non-breaking
@@ -158,7 +160,8 @@ class WebShopEnv:
         if self.done:
             raise EnvError("WebShop step after the episode ended")
         self.steps += 1
-        is_command = isinstance(action, str) and len(action) <= 1000 and _COMMAND.match(action) is not None
+        m = _ACTION.match(action) if isinstance(action, str) and len(action) <= 1000 else None
+        is_command = m is not None and m.group(1) in ("search", "click")
         if not (valid and is_command):
             truncated = self.steps >= self.max_steps
             self.done = truncated

@@ -52,9 +52,11 @@ def test_process_products_follows_webshop_rules():
     p, q = ps
     assert p["pricing"] == [1299.5, 1400.0] and p["Price"] == "$1299.5 to $1400.0"
     assert p["options"] == {"color": ["black | white"]} and p["BulletPoints"] == ["one bullet"]
-    assert p["query"] == "some query" and p["Reviews"][0] == {"title": "t", "score": "4", "body": "r"}
+    assert p["query"] == "some query" and p["Reviews"] == [] and p["Rating"] == "N.A."  # WebShop reads no reviews
     assert q["pricing"] == [100.0] and q["Price"] == "$100.0" and q["Attributes"] == ["DUMMY_ATTR"]
     assert q["Rating"] == "N.A."
+    with_reviews = C.process_products(raw, with_reviews=True)[0]
+    assert with_reviews["Reviews"][0] == {"title": "t", "score": "4", "body": "r"} and with_reviews["Rating"] == 4.0
 
 
 def test_price_caps_and_goal_shuffle_follow_webshop():

@@ -51,7 +51,9 @@ def _expert_actions(env, goal, step):
     query = goal["instruction_text"].split(", and price lower than")[0]
     cur = step(f"search[{query}]")
     target = f"click[{goal['asin'].lower()}]"
-    while target not in cur.admissible_actions and "click[next >]" in cur.admissible_actions:
+    for _ in range(5):  # "Next >" is always listed (as in WebShop); the top 50 fill 5 pages
+        if target in cur.admissible_actions:
+            break
         cur = step("click[next >]")
     cur = step(target)
     for v in goal_option_values(goal):
