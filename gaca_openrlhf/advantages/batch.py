@@ -27,6 +27,8 @@ class StepBatch:
         reward: float, env reward r_t of this step (the episode reward usually sits on the last step).
         valid: bool, whether the step's action was valid (an invalid one is penalized by ``invalid_penalty``).
         nll: float or None, mean over the response tokens of -log pi_old(token) (rule 5); only GACA needs it.
+        entropy: float or None, mean over the response tokens of the full-distribution entropy of pi_old at that
+            token (EMPG's step uncertainty H_t); only EMPG needs it.
     """
 
     group_id: torch.Tensor
@@ -36,6 +38,7 @@ class StepBatch:
     reward: torch.Tensor
     valid: torch.Tensor
     nll: Optional[torch.Tensor] = None
+    entropy: Optional[torch.Tensor] = None
 
     def __len__(self) -> int:
         return int(self.reward.shape[0])
@@ -50,6 +53,7 @@ class StepBatch:
         reward: Sequence[float],
         valid: Sequence[bool],
         nll: Optional[Sequence[float]] = None,
+        entropy: Optional[Sequence[float]] = None,
     ) -> "StepBatch":
         """Build a batch from Python sequences of ints/floats/bools."""
         as_long = lambda xs: torch.as_tensor(list(xs), dtype=torch.int64)  # noqa: E731
@@ -62,6 +66,7 @@ class StepBatch:
             reward=as_f64(reward),
             valid=torch.as_tensor(list(valid), dtype=torch.bool),
             nll=None if nll is None else as_f64(nll),
+            entropy=None if entropy is None else as_f64(entropy),
         )
 
     def index_select(self, index: torch.Tensor) -> "StepBatch":
@@ -95,7 +100,7 @@ class StepBatch:
                 if x.is_floating_point():
                     _check_finite(x, "valid")
                 x = x != 0
-            else:  # reward, nll
+            else:  # reward, nll, entropy
                 x = x.to(torch.float64)
                 _check_finite(x, f.name)
             out[f.name] = x.cpu()
@@ -131,6 +136,7 @@ class AdvantageResult:
         step_group_size: size of the anchor-state group of sample i (int64).
         criticality: c_i of GACA variants (after permutation / NLL share), else None.
         lambda_: the mixing weight of mixtures (GACA variants, fixed_mixture), else None.
+        entropy: the step's mean token entropy under pi_old when the batch carries it (EMPG's H_t), else None.
     """
 
     estimator: str
@@ -142,6 +148,7 @@ class AdvantageResult:
     step_group_size: torch.Tensor
     criticality: Optional[torch.Tensor] = None
     lambda_: Optional[torch.Tensor] = None
+    entropy: Optional[torch.Tensor] = None
 
     def to(self, dtype: torch.dtype) -> "AdvantageResult":
         """Floating tensors cast to ``dtype`` (ints and None kept)."""

@@ -2,9 +2,10 @@
 
 IN uses the format of ``shared/reference/*.json``: ``{"cases": [case, ...]}`` (or a bare list), each case with
     name, estimator (absent -> "gigpo" with weight ``step_advantage_w``), mode, gamma, invalid_penalty, epsilon,
-    params ({lambda0, alpha, alpha_c, fixed_lambda, omega, permutation_seed, singleton_rule}),
+    params ({lambda0, alpha, alpha_c, fixed_lambda, omega, permutation_seed, singleton_rule; HGPO: history_length,
+    length_weight_alpha, base_group; similarity: enable_similarity, similarity_thresh; EMPG: k, k_f, zeta}),
     episode_stats_over ("all step samples of the group" | "one score per trajectory"),
-    steps: {group, traj, t, anchor, reward, valid[, nll]} as parallel lists.
+    steps: {group, traj, t, anchor, reward, valid[, nll][, entropy]} as parallel lists.
 Group/trajectory labels may be strings or ints; anchors (strings or JSON values) are hashed to int64 ids.
 
 OUT: ``{"cases": [{name, estimator, advantage, episode_advantage, step_advantage, step_return, step_group_size,
@@ -28,6 +29,7 @@ from .batch import StepBatch
 from .config import AdvantageConfig
 from .hashing import hash_anchor
 from .reference_loop import reference_advantages
+from .reference_loop import LOOP_ESTIMATORS
 from .registry import compute_advantages, get_estimator
 
 _EPISODE_STATS = {
@@ -48,6 +50,21 @@ _PARAMS = {
     "permutation_seed": "permutation_seed",
     "seed": "permutation_seed",
     "singleton_rule": "singleton_rule",
+    "history_length": "history_length",
+    "length_weight_alpha": "length_weight_alpha",
+    "base_group": "base_group",
+    "enable_similarity": "similarity_grouping",
+    "similarity_grouping": "similarity_grouping",
+    "similarity_thresh": "similarity_threshold",
+    "similarity_threshold": "similarity_threshold",
+    "similarity_max_comparisons": "similarity_max_comparisons",
+    "k": "empg_k",
+    "empg_k": "empg_k",
+    "k_f": "empg_k_future",
+    "empg_k_future": "empg_k_future",
+    "zeta": "empg_zeta",
+    "empg_zeta": "empg_zeta",
+    "empg_zero_mean": "empg_zero_mean",
 }
 
 
@@ -90,13 +107,22 @@ def case_batch(case: dict[str, Any]) -> StepBatch:
         reward=steps["reward"],
         valid=steps.get("valid", [True] * n),
         nll=steps.get("nll"),
+        entropy=steps.get("entropy"),
     )
+
+
+def case_anchor_text(case: dict[str, Any]) -> list | None:
+    """The anchors as text for similarity grouping (non-strings as canonical JSON), or None when it is off."""
+    if not case_config(case).similarity_grouping:
+        return None
+    return [a if isinstance(a, str) else json.dumps(a, sort_keys=True) for a in case["steps"]["anchor"]]
 
 
 def run_case(case: dict[str, Any], timing: bool = False, repeats: int = 3, loop: bool = True) -> dict[str, Any]:
     cfg = case_config(case)
     batch = case_batch(case)
-    result = compute_advantages(batch, cfg)
+    text = case_anchor_text(case)
+    result = compute_advantages(batch, cfg, anchor_text=text)
     out: dict[str, Any] = {"name": case.get("name"), **result.to_dict()}
     if not get_estimator(cfg.estimator).mixture:
         out.pop("lambda", None)
@@ -104,10 +130,10 @@ def run_case(case: dict[str, Any], timing: bool = False, repeats: int = 3, loop:
         best = float("inf")
         for _ in range(max(1, repeats)):
             t0 = time.perf_counter()
-            compute_advantages(batch, cfg)
+            compute_advantages(batch, cfg, anchor_text=text)
             best = min(best, time.perf_counter() - t0)
         out["seconds"] = best
-        if loop:
+        if loop and cfg.estimator in LOOP_ESTIMATORS and not cfg.similarity_grouping:
             steps = case["steps"]
             t0 = time.perf_counter()
             reference_advantages(steps["group"], steps["traj"], steps["t"], steps["anchor"], steps["reward"],

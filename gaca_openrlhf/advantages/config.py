@@ -15,6 +15,7 @@ import torch
 
 Mode = Literal["mean_std_norm", "mean_norm"]
 EpisodeStats = Literal["steps", "trajectories"]
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 SingletonRule = Literal["auto", "zero", "group"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -26,7 +27,7 @@ class AdvantageConfig:
 
     estimator: str = field(
         default="gaca",
-        metadata={"help": "Registered estimator name: grpo | gigpo | gaca | fixed_mixture | gaca_permuted | ..."},
+        metadata={"help": "Registered estimator name: grpo | gigpo | gaca | fixed_mixture | gaca_permuted | hgpo | empg | ..."},
     )
     mode: Mode = field(
         default="mean_std_norm",
@@ -70,12 +71,70 @@ class AdvantageConfig:
     permutation_seed: int = field(
         default=0, metadata={"help": "Seed of the within-trajectory criticality permutation (gaca_permuted ablation)."}
     )
+    # ---------------------------------------------------------------- HGPO (verl-agent recipe/hgpo)
+    history_length: int = field(
+        default=2,
+        metadata={
+            "help": "HGPO: history groups over the last k anchors of the trajectory, k = 1 .. history_length + 1 "
+            "(public recipe default 2)."
+        },
+    )
+    length_weight_alpha: float = field(
+        default=1.0,
+        metadata={"help": "HGPO: a history group of length k weighs (k + 1)^length_weight_alpha (recipe default 1.0)."},
+    )
+    base_group: bool = field(
+        default=False,
+        metadata={"help": "HGPO: also average in the episode advantage as a k = 0 item of weight 1 (default off)."},
+    )
+    # ---------------------------------------------------------------- similarity grouping (GiGPO enable_similarity)
+    similarity_grouping: bool = field(
+        default=False,
+        metadata={
+            "help": "Anchor groups (GiGPO/GACA/HGPO) join anchor texts of the same task group whose difflib "
+            "SequenceMatcher ratio >= similarity_threshold (GiGPO's enable_similarity); needs the anchor text."
+        },
+    )
+    similarity_threshold: float = field(
+        default=0.95, metadata={"help": "Similarity grouping: minimum ratio in (0, 1) (GiGPO default 0.95)."}
+    )
+    similarity_max_comparisons: int = field(
+        default=20000,
+        metadata={
+            "help": "Similarity grouping: cap on full ratio computations per task group; past it, remaining distinct "
+            "texts only join exact matches (bounds the cost; the public code compares all pairs)."
+        },
+    )
+    # ---------------------------------------------------------------- EMPG (arXiv 2509.09265)
+    empg_k: float = field(
+        default=1.0, metadata={"help": "EMPG: k of the self-calibrating scale g(H) = exp(-k H) / mean exp(-k H)."}
+    )
+    empg_k_future: float = field(
+        default=1.0, metadata={"help": "EMPG: k' of the future-clarity term f(H) = exp(-k' H) of the next step."}
+    )
+    empg_zeta: float = field(default=0.1, metadata={"help": "EMPG: weight zeta of the future-clarity bonus."})
+    empg_zero_mean: bool = field(
+        default=True, metadata={"help": "EMPG: subtract the batch mean of the modulated advantage (final step)."}
+    )
     dtype: Literal["float32", "float64"] = field(
         default="float32",
         metadata={"help": "dtype of the returned tensors; all arithmetic runs in float64 regardless."},
     )
 
     def __post_init__(self) -> None:
+        for name in ("base_group", "similarity_grouping", "empg_zero_mean"):  # CLI strings -> bool
+            value = getattr(self, name)
+            if isinstance(value, str):
+                low = value.strip().lower()
+                if low not in _TRUE + _FALSE:
+                    raise ValueError(f"{name} must be true/false, got {value!r}")
+                object.__setattr__(self, name, low in _TRUE)
+            elif not isinstance(value, bool):
+                object.__setattr__(self, name, bool(value))
+        for name in ("history_length", "similarity_max_comparisons"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
         if self.mode not in ("mean_std_norm", "mean_norm"):
             raise ValueError(f"mode must be 'mean_std_norm' or 'mean_norm', got {self.mode!r}")
         if self.episode_stats not in ("steps", "trajectories"):
@@ -84,7 +143,8 @@ class AdvantageConfig:
             raise ValueError(f"singleton_rule must be 'auto', 'zero' or 'group', got {self.singleton_rule!r}")
         if self.dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {self.dtype!r}")
-        for name in ("gamma", "invalid_penalty", "eps", "omega", "lambda0", "alpha", "alpha_c", "fixed_lambda"):
+        for name in ("gamma", "invalid_penalty", "eps", "omega", "lambda0", "alpha", "alpha_c", "fixed_lambda",
+                     "length_weight_alpha", "similarity_threshold", "empg_k", "empg_k_future", "empg_zeta"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number, got {value!r}")
@@ -92,6 +152,8 @@ class AdvantageConfig:
             raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
         if self.eps < 0.0:
             raise ValueError(f"eps must be >= 0, got {self.eps}")
+        if not 0.0 < self.similarity_threshold < 1.0:
+            raise ValueError(f"similarity_threshold must be in (0, 1), got {self.similarity_threshold}")
         if not 0.0 <= self.fixed_lambda <= 1.0:
             raise ValueError(f"fixed_lambda must be in [0, 1], got {self.fixed_lambda}")
 

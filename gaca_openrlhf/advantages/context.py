@@ -202,4 +202,5 @@ class StepContext:
             step_group_size=self.step_group_size,
             criticality=criticality,
             lambda_=lambda_,
+            entropy=self.batch.entropy,
         )

@@ -1,4 +1,5 @@
-"""The registered estimators (DESIGN.md section 3, rule 7). Each is a pure function of the batch and the config.
+"""The registered estimators (DESIGN.md section 3, rule 7; HGPO and EMPG as their public definitions). Each is a
+pure function of the batch and the config.
 
 Notation: A^E = episode advantage (rule 3), A^S = step (anchor-state) advantage (rule 4), c = criticality (rule 5),
 lambda = gate (rule 6). GACA = arXiv 2609.12424; GiGPO = arXiv 2505.10978 (its Eq. 3 / 7 / 8 are A^E / A^S / A).
@@ -11,6 +12,7 @@ import torch
 from .batch import AdvantageResult
 from .config import AdvantageConfig
 from .context import StepContext
+from .hgpo import history_group_advantage
 from .registry import register_estimator
 
 
@@ -68,3 +70,61 @@ def gaca_permuted(ctx: StepContext, cfg: AdvantageConfig) -> AdvantageResult:
     whether *which* step gets the step advantage matters.
     """
     return _gaca(ctx, cfg, permute=True)
+
+
+@register_estimator("hgpo")
+def hgpo(ctx: StepContext, cfg: AdvantageConfig) -> AdvantageResult:
+    """HGPO (verl-agent ``recipe/hgpo``): weighted mean of the step's non-zero history-group advantages.
+
+    History group of length k = steps of the same task group whose last k anchors (within their trajectory) are
+    identical, k = 1 .. history_length + 1; returns normalized with the population std; weights (k + 1)^alpha
+    (alpha = ``length_weight_alpha``); with ``base_group`` the episode advantage A^E is a k = 0 item. The rules
+    and their cost are in :mod:`.hgpo`. ``step_advantage`` reports the history-group part alone.
+    """
+    g, n_g = ctx.group
+    tr, _ = ctx.traj
+    advantage, hist = history_group_advantage(
+        g, n_g, tr, ctx.order, ctx.traj_sizes, ctx.batch.anchor_id, ctx.step_return,
+        cfg.history_length, cfg.length_weight_alpha, cfg.mode, cfg.eps,
+        base=ctx.episode_advantage if cfg.base_group else None,
+    )
+    return ctx.result(advantage=advantage, step_advantage=hist)
+
+
+#: EMPG's own epsilon in the min-max normalization and the g(H) mean (project page pseudocode: 1e-8)
+EMPG_EPS = 1e-8
+
+
+@register_estimator("empg", needs_entropy=True)
+def empg(ctx: StepContext, cfg: AdvantageConfig) -> AdvantageResult:
+    """EMPG (Entropy-Modulated Policy Gradients, arXiv 2509.09265) on top of the GRPO episode advantage A^E.
+
+    With H_t = the step's mean token entropy under pi_old (``StepBatch.entropy``), over the whole batch:
+      - Eq. 12 (batch min-max normalization): H~ = (H - min H) / (max H - min H + 1e-8);
+      - Eq. 10 (self-calibrating gradient scaling): g(H~) = exp(-k H~) / (mean_batch exp(-k H~) + 1e-8);
+      - Eq. 11 (future clarity bonus): f(H~) = exp(-k' H~);
+      - modulated advantage: A_mod,t = g(H~_t) A^E_t + zeta f(H~_{t+1}), the bonus only where the trajectory has a
+        next step (none on its last step);
+      - final advantage normalization: A = A_mod - mean_batch(A_mod) (``empg_zero_mean``; zero mean, no std).
+    Equation numbers follow the paper's project-page pseudocode (``compute_empg_advantage``); k = ``empg_k``,
+    k' = ``empg_k_future``, zeta = ``empg_zeta`` (defaults 1, 1, 0.1). ``step_advantage`` reports A_mod - g A^E
+    (the bonus) and ``entropy`` the H_t it used.
+    """
+    h = ctx.batch.entropy
+    h_norm = (h - h.min()) / (h.max() - h.min() + EMPG_EPS)
+    scale_raw = torch.exp(-cfg.empg_k * h_norm)
+    scale = scale_raw / (scale_raw.mean() + EMPG_EPS)
+    clarity = torch.exp(-cfg.empg_k_future * h_norm)
+    # next step of the same trajectory: the following element in (trajectory, t) order, if it is the same trajectory
+    order = ctx.order
+    tr, _ = ctx.traj
+    tr_s = tr[order]
+    has_next_s = torch.zeros(ctx.n, dtype=torch.bool)
+    has_next_s[:-1] = tr_s[1:] == tr_s[:-1]
+    next_clarity_s = torch.zeros(ctx.n, dtype=h.dtype)
+    next_clarity_s[:-1] = clarity[order][1:]
+    bonus_s = torch.where(has_next_s, cfg.empg_zeta * next_clarity_s, torch.zeros_like(next_clarity_s))
+    bonus = torch.empty_like(bonus_s).index_copy_(0, order, bonus_s)
+    modulated = scale * ctx.episode_advantage + bonus
+    advantage = modulated - modulated.mean() if cfg.empg_zero_mean else modulated
+    return ctx.result(advantage=advantage, step_advantage=bonus)

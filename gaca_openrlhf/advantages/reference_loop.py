@@ -29,6 +29,62 @@ def _norm(x: float, mean: float, std: float, cfg: AdvantageConfig) -> float:
     return (x - mean) / (std + cfg.eps) if cfg.mode == "mean_std_norm" else x - mean
 
 
+#: estimators this loop implements (the CLI's --time compares only these)
+LOOP_ESTIMATORS = ("grpo", "gigpo", "fixed_mixture", "gaca", "gaca_permuted", "hgpo", "empg")
+
+
+def _hgpo_loop(group, steps_of, anchor, ret, ep_adv, cfg: AdvantageConfig) -> tuple[list[float], list[float]]:
+    """HGPO as the recipe states it: dicts keyed by (group, k, last k anchors), population std, weighted items."""
+    n = len(ret)
+    clusters = defaultdict(list)
+    for (g, _), idxs in steps_of.items():
+        for p, i in enumerate(idxs):
+            for k in range(1, min(cfg.history_length + 1, p + 1) + 1):
+                clusters[(g, k, tuple(anchor[j] for j in idxs[p - k + 1 : p + 1]))].append(i)
+    items = defaultdict(list)  # sample -> [(k, adv)]
+    for (_, k, _), idxs in clusters.items():
+        if len(idxs) < 2:
+            continue
+        vals = [ret[i] for i in idxs]
+        m = sum(vals) / len(vals)
+        sd = math.sqrt(sum((v - m) ** 2 for v in vals) / len(vals))
+        for i in idxs:
+            if max(vals) == min(vals):
+                a = 0.0
+            else:
+                a = (ret[i] - m) / (sd + cfg.eps) if cfg.mode == "mean_std_norm" else ret[i] - m
+            items[i].append((k, a))
+
+    def agg(its):
+        its = [(k, a) for k, a in its if a != 0.0]
+        w = [(k + 1) ** cfg.length_weight_alpha for k, _ in its]
+        return sum(wi * a for wi, (_, a) in zip(w, its)) / (sum(w) + cfg.eps) if its else 0.0
+
+    hist = [agg(items[i]) for i in range(n)]
+    total = [agg(([(0, ep_adv[i])] if cfg.base_group else []) + items[i]) for i in range(n)]
+    return total, hist
+
+
+def _empg_loop(steps_of, entropy, ep_adv, cfg: AdvantageConfig) -> tuple[list[float], list[float]]:
+    """EMPG (arXiv 2509.09265, Eqs. 10-12 + modulation + zero-mean), one sample at a time."""
+    n = len(ep_adv)
+    lo, hi = min(entropy), max(entropy)
+    hn = [(h - lo) / (hi - lo + 1e-8) for h in entropy]
+    graw = [math.exp(-cfg.empg_k * h) for h in hn]
+    gm = sum(graw) / n
+    g = [x / (gm + 1e-8) for x in graw]
+    f = [math.exp(-cfg.empg_k_future * h) for h in hn]
+    bonus = [0.0] * n
+    for idxs in steps_of.values():
+        for p, i in enumerate(idxs[:-1]):
+            bonus[i] = cfg.empg_zeta * f[idxs[p + 1]]
+    mod = [g[i] * ep_adv[i] + bonus[i] for i in range(n)]
+    if cfg.empg_zero_mean:
+        m = sum(mod) / n
+        mod = [x - m for x in mod]
+    return mod, bonus
+
+
 def reference_advantages(
     group: Sequence,
     traj: Sequence,
@@ -39,6 +95,7 @@ def reference_advantages(
     nll: Optional[Sequence[float]] = None,
     cfg: Optional[AdvantageConfig] = None,
     estimator: Optional[str] = None,
+    entropy: Optional[Sequence[float]] = None,
 ) -> dict[str, list]:
     """Per-sample parts for one batch given as plain lists (ids and anchors may be any hashable values)."""
     cfg = cfg or AdvantageConfig()
@@ -129,6 +186,10 @@ def reference_advantages(
         out["criticality"] = crit
         out["lambda"] = lam
         out["advantage"] = [(1 - lam[i]) * ep_adv[i] + lam[i] * step_adv[i] for i in range(n)]
+    elif est == "hgpo":
+        out["advantage"], out["step_advantage"] = _hgpo_loop(group, steps_of, anchor, ret, ep_adv, cfg)
+    elif est == "empg":
+        out["advantage"], out["step_advantage"] = _empg_loop(steps_of, entropy, ep_adv, cfg)
     else:
         raise ValueError(f"reference loop has no estimator {est!r}")
     return out

@@ -9,14 +9,16 @@ Adding an estimator is one decorated function::
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import torch
 
 from .batch import AdvantageResult, StepBatch
 from .config import AdvantageConfig
 from .context import StepContext
+from .similarity import similarity_anchor_ids
 
 EstimatorFn = Callable[[StepContext, AdvantageConfig], AdvantageResult]
 
@@ -27,18 +29,20 @@ class EstimatorSpec:
     fn: EstimatorFn
     mixture: bool  # produces a per-step lambda (reported as "lambda")
     needs_nll: bool
+    needs_entropy: bool = False  # reads StepBatch.entropy (EMPG)
 
 
 _REGISTRY: dict[str, EstimatorSpec] = {}
 
 
-def register_estimator(name: str, *, mixture: bool = False, needs_nll: bool = False):
+def register_estimator(name: str, *, mixture: bool = False, needs_nll: bool = False, needs_entropy: bool = False):
     """Decorator registering ``fn(ctx, cfg) -> AdvantageResult`` under ``name``."""
 
     def deco(fn: EstimatorFn) -> EstimatorFn:
         if name in _REGISTRY and _REGISTRY[name].fn is not fn:
             raise ValueError(f"advantage estimator {name!r} is already registered")
-        _REGISTRY[name] = EstimatorSpec(name=name, fn=fn, mixture=mixture, needs_nll=needs_nll)
+        _REGISTRY[name] = EstimatorSpec(name=name, fn=fn, mixture=mixture, needs_nll=needs_nll,
+                                        needs_entropy=needs_entropy)
         return fn
 
     return deco
@@ -56,18 +60,32 @@ def list_estimators() -> list[str]:
 
 
 def compute_advantages(
-    batch: StepBatch, cfg: Optional[AdvantageConfig] = None, estimator: Optional[str] = None
+    batch: StepBatch,
+    cfg: Optional[AdvantageConfig] = None,
+    estimator: Optional[str] = None,
+    anchor_text: Optional[Sequence[str]] = None,
 ) -> AdvantageResult:
     """Per-step advantages of ``batch`` with the estimator ``estimator`` (default: ``cfg.estimator``).
 
     Validates the batch (NaN/inf rewards or NLLs raise ``ValueError`` naming the samples), runs the estimator in
     float64 and returns tensors of ``cfg.dtype`` aligned with the batch rows. An empty batch gives empty tensors.
+    With ``cfg.similarity_grouping``, ``anchor_text`` (one string per row) replaces exact anchor ids by
+    similarity clusters first (:func:`.similarity.similarity_anchor_ids`); it is ignored otherwise.
     """
     cfg = cfg or AdvantageConfig()
     spec = get_estimator(estimator or cfg.estimator)
     batch = batch.validated()
     if spec.needs_nll and batch.nll is None:
         raise ValueError(f"estimator {spec.name!r} needs StepBatch.nll (mean response NLL per step)")
+    if spec.needs_entropy and batch.entropy is None:
+        raise ValueError(f"estimator {spec.name!r} needs StepBatch.entropy (mean token entropy per step)")
+    if cfg.similarity_grouping and len(batch):
+        if anchor_text is None:
+            raise ValueError("similarity_grouping needs the anchor text of every step (anchor_text=...)")
+        if len(anchor_text) != len(batch):
+            raise ValueError(f"anchor_text has {len(anchor_text)} entries for {len(batch)} steps")
+        batch = dataclasses.replace(batch, anchor_id=similarity_anchor_ids(
+            anchor_text, batch.group_id, cfg.similarity_threshold, cfg.similarity_max_comparisons))
     if len(batch) == 0:
         empty = torch.zeros(0, dtype=cfg.torch_dtype)
         return AdvantageResult(
@@ -80,6 +98,7 @@ def compute_advantages(
             step_group_size=torch.zeros(0, dtype=torch.int64),
             criticality=empty.clone() if spec.needs_nll else None,
             lambda_=empty.clone() if spec.mixture else None,
+            entropy=empty.clone() if batch.entropy is not None else None,
         )
     ctx = StepContext(batch, cfg, estimator=spec.name)
     return spec.fn(ctx, cfg).to(cfg.torch_dtype)

@@ -23,7 +23,8 @@ def synthetic_batch(
     """A batch of ``n_tasks x n_rollouts`` trajectories of up to ``max_steps`` steps, in rollout (step-major) order.
 
     Anchors repeat within a task (each step visits one of ``n_states`` states, so anchor groups of many sizes,
-    singletons included, appear); successful trajectories earn reward 10 on their last step; NLLs are log-normal.
+    singletons included, appear); successful trajectories earn reward 10 on their last step; NLLs are log-normal;
+    step entropies uniform in [0, 2).
     ``full_length=True`` makes every trajectory exactly ``max_steps`` long (the paper-sized worst case).
     """
     gen = torch.Generator().manual_seed(seed)
@@ -47,7 +48,9 @@ def synthetic_batch(
     reward = torch.where(last & success[traj], 10.0, 0.0).to(torch.float64)
     valid = torch.rand(n, generator=gen) >= invalid_prob
     nll = torch.exp(torch.randn(n, generator=gen, dtype=torch.float64) * 0.5 - 1.0)
-    return StepBatch(group_id=group, traj_id=traj, step_index=t, anchor_id=anchor, reward=reward, valid=valid, nll=nll)
+    entropy = torch.rand(n, generator=gen, dtype=torch.float64) * 2.0  # drawn last: earlier fields keep their values
+    return StepBatch(group_id=group, traj_id=traj, step_index=t, anchor_id=anchor, reward=reward, valid=valid, nll=nll,
+                     entropy=entropy)
 
 
 def batch_to_case(batch: StepBatch, name: str, estimator: str = "gaca", **fields: Any) -> dict[str, Any]:
@@ -62,5 +65,7 @@ def batch_to_case(batch: StepBatch, name: str, estimator: str = "gaca", **fields
     }
     if batch.nll is not None:
         steps["nll"] = batch.nll.tolist()
+    if batch.entropy is not None:
+        steps["entropy"] = batch.entropy.tolist()
     return {"name": name, "estimator": estimator, "mode": "mean_std_norm", "gamma": 0.95, "invalid_penalty": 0.1,
             "epsilon": 1e-6, "params": {}, **fields, "steps": steps}
