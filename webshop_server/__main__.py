@@ -66,8 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         import waitress
 
         log.info("serving with waitress on http://%s:%d (%d threads)", args.host, args.port, args.threads)
+        from webshop_server.app import MAX_BODY_BYTES
+
+        # max_request_body_size: waitress refuses larger bodies (413) before buffering them (default 1 GiB)
         waitress.serve(app, host=args.host, port=args.port, threads=args.threads, connection_limit=1000,
-                       channel_timeout=120, ident="webshop")
+                       channel_timeout=120, ident="webshop", max_request_body_size=MAX_BODY_BYTES)
     else:
         log.info("serving with the Flask development server on http://%s:%d", args.host, args.port)
         app.run(host=args.host, port=args.port, threaded=True, use_reloader=False)

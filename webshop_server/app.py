@@ -18,8 +18,9 @@ API:
 * ``GET /api/goal?session_id=...`` (only with ``expose_goals``) -> the goal with WebShop's field names.
 * ``GET /api/stats`` -> catalog/goal/session counters.
 
-Errors are JSON ``{"error": reason}``: 400 malformed body/action, 404 unknown session or route, 413 body too
-large.
+Errors are JSON ``{"error": reason}``: 400 malformed body, 404 unknown session or route, 410 a session that
+existed but is gone (``"session_state"``: evicted / expired / closed), 413 body too large. API episodes and page
+sessions live in separate stores: pages never see, finish or evict an API episode.
 """
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ from flask import Flask, abort, jsonify, redirect, render_template, request, url
 from werkzeug.exceptions import HTTPException
 
 from webshop_server.engine import END_BUTTON, SUB_PAGES, Shop, ShopSession
-from webshop_server.goals import SPLITS, public_goal
-from webshop_server.sessions import SessionStore
+from webshop_server.goals import SPLITS, public_goal, split_range
+from webshop_server.sessions import UNKNOWN, SessionStore
 
 MAX_BODY_BYTES = 16 * 1024
 MAX_ACTION_CHARS = 1000
@@ -41,10 +42,15 @@ _SESSION_ID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, reason: str):
+    def __init__(self, status: int, reason: str, **extra: Any):
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.extra = extra
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000,
@@ -52,8 +58,12 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.json.sort_keys = False  # type: ignore[attr-defined]
+    # Two stores: agents' API episodes and people's page sessions never share ids, so no page visit can read,
+    # reset, finish or evict an API episode (page traffic only ever evicts other page sessions).
     store = SessionStore(max_sessions=max_sessions, ttl_seconds=session_ttl)
-    app.extensions["webshop"] = {"shop": shop, "store": store, "expose_goals": expose_goals}
+    page_store = SessionStore(max_sessions=max_sessions, ttl_seconds=session_ttl)
+    app.extensions["webshop"] = {"shop": shop, "store": store, "page_store": page_store,
+                                 "expose_goals": expose_goals}
 
     # ------------------------------------------------------------------------------------------ helpers
     def is_api() -> bool:
@@ -61,7 +71,7 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
 
     @app.errorhandler(ApiError)
     def _api_error(err: ApiError):
-        return jsonify({"error": err.reason}), err.status
+        return jsonify({"error": err.reason, **err.extra}), err.status
 
     @app.errorhandler(HTTPException)
     def _http_error(err: HTTPException):
@@ -77,9 +87,11 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
         if len(raw) > MAX_BODY_BYTES:
             raise ApiError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
         try:
-            data = json.loads(raw.decode("utf-8") if raw else "")
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ApiError(400, f"malformed JSON body: {exc}") from None
+            data = json.loads(raw.decode("utf-8") if raw else "", parse_constant=_reject_constant)
+        except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, NaN/Infinity, ints over 4300 digits
+            raise ApiError(400, f"malformed JSON body: {str(exc)[:200]}") from None
+        except RecursionError:
+            raise ApiError(400, "malformed JSON body: nested too deeply") from None
         if not isinstance(data, dict):
             raise ApiError(400, "JSON body must be an object")
         return data
@@ -92,12 +104,18 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
             raise ApiError(400, f"{key!r} must be an integer")
         return v
 
+    def gone(sid: str, why: str) -> ApiError:
+        if why == UNKNOWN:
+            return ApiError(404, f"unknown session {sid[:80]!r}")
+        # 410: the episode existed but is lost (evicted from the full store, idle past the TTL, or closed)
+        return ApiError(410, f"session {sid[:80]!r} {why}", session_state=why)
+
     def session_from(sid: Any) -> ShopSession:
         if not isinstance(sid, str) or not sid:
             raise ApiError(400, "'session_id' must be a non-empty string")
-        s = store.get(sid)
+        s, why = store.lookup(sid)
         if s is None:
-            raise ApiError(404, f"unknown session {sid[:80]!r}")
+            raise gone(sid, why)
         return s
 
     def state(s: ShopSession) -> dict[str, Any]:
@@ -113,10 +131,10 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
     def stats():
         return jsonify({
             "products": len(shop.products), "goals": len(shop.goals), "goal_mode": shop.goal_mode,
-            "catalog": shop.catalog.source, "seed": shop.seed, "splits": {
-                k: len(range(*(lo, hi if hi is not None else len(shop.goals))))
-                for k, (lo, hi) in SPLITS.items()},
+            "catalog": shop.catalog.source, "seed": shop.seed,
+            "splits": {k: len(split_range(k, len(shop.goals))) for k in SPLITS},
             "sessions": len(store), "sessions_evicted": store.evicted, "sessions_expired": store.expired,
+            "page_sessions": len(page_store), "page_sessions_evicted": page_store.evicted,
             "max_sessions": store.max_sessions, "session_ttl_s": store.ttl, "load_seconds": shop.load_seconds,
         })
 
@@ -177,7 +195,7 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
         if not isinstance(sid, str) or not sid:
             raise ApiError(400, "'session_id' must be a non-empty string")
         if store.pop(sid) is None:
-            raise ApiError(404, f"unknown session {sid[:80]!r}")
+            raise gone(sid, store.lookup(sid)[1])
         return jsonify({"closed": sid})
 
     @app.get("/api/goal")
@@ -195,7 +213,7 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
     def page_session(sid: str, create: bool = False) -> ShopSession:
         if not _SESSION_ID.match(sid):
             abort(404, "invalid session id")
-        s = store.get(sid)
+        s = page_store.get(sid)
         if s is None:
             if not create:
                 abort(404, "unknown session; start at the search page")
@@ -207,7 +225,7 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
             else:
                 gi = shop.goal_index()
             s = shop.new_session(sid, gi)
-            store.put(sid, s)
+            page_store.put(sid, s)
         return s
 
     def parse_options(options: str) -> dict[str, str]:

@@ -43,9 +43,25 @@ def serve_in_thread(shop: Shop, production: bool = False, threads: int = 16, **a
     if production:
         from waitress.server import create_server
 
-        server = create_server(app, host="127.0.0.1", port=port, threads=threads, connection_limit=1000)
-        thread = threading.Thread(target=server.run, daemon=True)
-        stop = server.close
+        from webshop_server.app import MAX_BODY_BYTES
+
+        server = create_server(app, host="127.0.0.1", port=port, threads=threads, connection_limit=1000,
+                               max_request_body_size=MAX_BODY_BYTES)
+        from waitress import wasyncore
+
+        stopping = threading.Event()
+
+        def run() -> None:
+            # waitress' own run() loops until its socket map is empty; closing the server from another thread
+            # races with its select() (EBADF). Loop here and close in this thread once asked to stop.
+            while not stopping.is_set():
+                wasyncore.loop(timeout=0.1, map=server._map, count=1)
+            server.task_dispatcher.shutdown()
+            for channel in list(server._map.values()):
+                channel.close()
+
+        thread = threading.Thread(target=run, daemon=True)
+        stop = stopping.set
     else:
         import logging
 

@@ -1,5 +1,7 @@
 """Minimal HTTP client for the WebShop server's JSON API, with timeouts and bounded retries.
 
+A session the server no longer holds (HTTP 410 evicted/expired/closed, or 404 on a step: e.g. the server was
+restarted) raises :class:`SessionLostError` and is counted in ``lost_sessions`` by reason.
 Only failures where the request cannot have been applied are retried blindly (connection refused/reset
 before an answer, HTTP 502/503/504). A step that timed out is retried with the same ``seq``: the server
 answers a repeated ``seq`` from its stored response instead of acting twice. Anything else raises
@@ -21,6 +23,15 @@ except ImportError:  # pragma: no cover - requests is installed with the stack; 
 _RETRY_STATUS = (502, 503, 504)
 
 
+class SessionLostError(EnvError):
+    """The server no longer holds the episode's session (``reason``: evicted / expired / closed / unknown, or
+    ``server restarted`` when a restarted server does not know it): the episode is failed, never continued."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
 class WebShopClient:
     def __init__(self, base_url: str = "http://127.0.0.1:3000", timeout: float = 30.0, retries: int = 3,
                  backoff: float = 0.5):
@@ -29,6 +40,7 @@ class WebShopClient:
         self.retries = max(0, int(retries))
         self.backoff = backoff
         self._session = requests.Session() if requests is not None else None
+        self.lost_sessions: dict[str, int] = {}  # reason -> episodes whose session the server lost
 
     # --------------------------------------------------------------------------------------- transport
     def _once(self, method: str, path: str, payload: dict[str, Any] | None,
@@ -89,6 +101,10 @@ class WebShopClient:
                 continue
             if status != 200:
                 reason = data.get("error") if isinstance(data, dict) else data
+                if status == 410 or (status == 404 and path == "/api/step"):
+                    why = data.get("session_state", "unknown") if isinstance(data, dict) else "unknown"
+                    self.lost_sessions[why] = self.lost_sessions.get(why, 0) + 1
+                    raise SessionLostError(f"WebShop {method} {path}: episode lost ({why}): {reason}", why)
                 raise EnvError(f"WebShop {method} {path}: HTTP {status}: {reason}")
             if not isinstance(data, dict):
                 raise EnvError(f"WebShop {method} {path}: unexpected answer {str(data)[:200]}")

@@ -27,7 +27,7 @@ from typing import Any
 
 from agents.base import EnvError, EnvStep
 from agents.prompts import PromptTemplate
-from agents.webshop.client import WebShopClient
+from agents.webshop.client import SessionLostError, WebShopClient
 
 DEFAULT_URL = os.environ.get("WEBSHOP_URL", "http://127.0.0.1:3000")
 MAX_STEPS = 15
@@ -126,6 +126,8 @@ class WebShopEnv:
         self.done = False
         self._last: EnvStep | None = None
         self._seq = 0
+        # episodes failed because the server lost their session, by reason (evicted / expired / unknown ...)
+        self.failed_episodes: dict[str, int] = {}
 
     # ------------------------------------------------------------------------------------------- helpers
     def _to_step(self, data: dict[str, Any], reward: float, done: bool, info: dict[str, Any]) -> EnvStep:
@@ -173,7 +175,14 @@ class WebShopEnv:
             self._last = step
             return step
         self._seq += 1
-        data = self.client.step(self.session_id, action, seq=self._seq)
+        try:
+            data = self.client.step(self.session_id, action, seq=self._seq)
+        except SessionLostError as exc:
+            # the episode cannot go on (its state is gone): failed with the reason, never silently restarted
+            self.done = True
+            self.failed_episodes[exc.reason] = self.failed_episodes.get(exc.reason, 0) + 1
+            self.session_id = None
+            raise
         try:
             server_info = data.get("info") or {}
             server_done = bool(data["done"])

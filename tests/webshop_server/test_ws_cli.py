@@ -1,6 +1,7 @@
 """``python -m webshop_server`` as a separate process (production WSGI server)."""
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +54,10 @@ def test_cli_production_server_with_written_data_dir(tmp_path):
         with open(data / "items_shuffle.json") as f:
             assert g["asin"] in {p["asin"] for p in json.load(f)}
         assert requests.post(url + "/api/step", data="{", timeout=10).status_code == 400
+        # the CLI's waitress refuses an over-limit body from its headers, without waiting for (buffering) it
+        with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=10) as s:
+            s.sendall(b"POST /api/step HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n{")
+            assert s.recv(4096).startswith(b"HTTP/1.1 413")
     finally:
         _stop(proc)
 

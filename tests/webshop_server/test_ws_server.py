@@ -195,7 +195,9 @@ def test_seq_makes_step_retries_idempotent(server_url):
 def test_close_frees_session(server_url):
     sid = new_session(server_url)["session_id"]
     assert post(server_url, "/api/close", {"session_id": sid}).status_code == 200
-    assert post(server_url, "/api/step", {"session_id": sid, "action": "click[x]"}).status_code == 404
+    r = post(server_url, "/api/step", {"session_id": sid, "action": "click[x]"})
+    assert r.status_code == 410 and r.json()["session_state"] == "closed"
+    assert post(server_url, "/api/close", {"session_id": sid}).status_code == 410
 
 
 def test_goal_endpoint_needs_expose_goals(shop):

@@ -8,6 +8,7 @@ from agents.parsing import parse_action
 from agents.prompts import StepMemory, anchor_id, render_step_prompt
 from agents.registry import make_env as registry_make_env
 from agents.registry import prompt_template
+from agents.webshop.client import SessionLostError
 from agents.webshop.env import MAX_STEPS, PROMPT, format_avail_actions, format_obs, make_env, parse_task
 from webshop_server.testing import goal_option_values
 
@@ -39,7 +40,7 @@ def test_env_protocol_and_registry(ws_url):
     assert first.admissible_actions == ["search[<your query>]", "click[search]"]
     mem = StepMemory(k=2)
     text = render_step_prompt(PROMPT, task, mem, first.observation, first.admissible_actions)
-    assert f"Your task is to: {task}." in text and "'search[<your query>]', 'click[search]'" in text
+    assert f"Your task is to: {task}." in text and "[\n'search[<your query>]',\n'click[search]',\n]" in text
     mem.add(first.observation, "search[tea]")
     later = render_step_prompt(PROMPT, task, mem, first.observation, first.admissible_actions)
     assert "[Observation 1: ''Search'', Action 1: 'search[tea]']" in later and "step 2" in later
@@ -123,8 +124,10 @@ def test_server_failures_raise_env_error(ws_url):
         env.reset("test:100000")  # out of range -> 400 from the server
     env.reset("test:0")
     env.client.close_session(env.session_id)  # server forgets the session (e.g. evicted)
-    with pytest.raises(EnvError, match="404"):
+    with pytest.raises(SessionLostError, match="closed") as lost:
         env.step("search[tea]")
+    assert isinstance(lost.value, EnvError) and lost.value.reason == "closed"
+    assert env.client.lost_sessions == {"closed": 1} and env.failed_episodes == {"closed": 1} and env.done
     with pytest.raises(TypeError):
         make_env(base_url=ws_url, colour="red")
 
