@@ -14,7 +14,7 @@ OUT_ROOT="${OUT_ROOT:-outputs/ablations_alfworld}"
 ALFWORLD_DATA="${ALFWORLD_DATA:-$HOME/.cache/alfworld}"
 ALPHA_C_VALUES="${ALPHA_C_VALUES:-0.5}"
 ABLATIONS="${ABLATIONS:-lambda0 lambda05 lambda1 alpha025 alpha05 alpha1 permuted $(for v in $ALPHA_C_VALUES; do printf 'alphac%s ' "$v"; done)}"
-EVAL_SEEDS="${EVAL_SEEDS:-0}"
+EVAL_SEEDS="${EVAL_SEEDS:-0 1 2}"  # 3 seeds, as the main runs and the paper
 export ALFWORLD_DATA DRY_RUN
 
 ablation_args() {

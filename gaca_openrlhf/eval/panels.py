@@ -21,6 +21,22 @@ from dataclasses import dataclass, field
 WEBSHOP_SPLITS = {"test": 500, "eval": 1000, "train": None}
 
 
+@dataclass(frozen=True)
+class EvalProtocol:
+    """The GACA paper's evaluation protocol (verl-agent's): ALFWorld's in-distribution panel of 128 valid_seen
+    games, sampling temperature 0.4, one evaluation per seed over 3 seeds, success reported as the mean and the
+    population standard deviation over the seeds; the best checkpoint (highest mean success) is reported next to
+    the final one."""
+
+    alfworld_panel: str = "eval_id"
+    num_tasks: int = 128
+    temperature: float = 0.4
+    seeds: tuple = (0, 1, 2)
+
+
+PAPER_PROTOCOL = EvalProtocol()
+
+
 class PanelError(ValueError):
     """A panel could not be resolved (missing data, unknown name, empty panel)."""
 
