@@ -23,7 +23,7 @@ import platform
 import sys
 import time
 
-from gaca_openrlhf.eval.panels import PanelError, resolve_panel
+from gaca_openrlhf.eval.panels import PAPER_PROTOCOL, PanelError, resolve_panel
 from gaca_openrlhf.eval.runner import RunConfig, run_episodes, summarize
 
 ENV_DEFAULTS = {  # env -> (prompt_max_len, num_envs): verl-agent's prompt budgets; concurrency sized per env
@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(test | eval | train); toy: any name")
     p.add_argument("--out", required=True, help="results JSON path")
     p.add_argument("--episodes-per-task", type=int, default=1, help="episodes per panel task (K)")
-    p.add_argument("--temperature", type=float, default=0.4, help="sampling temperature (verl-agent eval: 0.4)")
+    p.add_argument("--temperature", type=float, default=PAPER_PROTOCOL.temperature,
+                   help="sampling temperature (the paper's / verl-agent's eval: 0.4)")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0, help="base seed; per-request seeds derive from (seed, task, episode, step)")
     p.add_argument("--num-tasks", type=int, default=None,
