@@ -1,0 +1,329 @@
+"""The evaluation protocol, pinned: per-step seeds, the step history in the prompt, the chat template's
+generation prompt, vLLM's sampling parameters, and the paper's constants (128 in-distribution tasks, T 0.4,
+3 seeds). Fast: a recording generator and a stub vLLM ``LLM`` class (vLLM's engine cannot start in a unit test;
+its real ``SamplingParams`` is used), a small byte-level tokenizer built here, the toy / a scripted environment.
+
+Which one-line change each test catches is written next to it. Per-step seeds are read from the requests the
+runner sends, never from the ``seed`` field it stores in its records.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from agents.base import EnvStep
+from agents.prompts import PromptTemplate
+from gaca_openrlhf.eval import runner as runner_mod
+from gaca_openrlhf.eval.runner import GenRequest, GenResult, RunConfig, run_episodes
+from gaca_openrlhf.rollout.toy_env import PROMPT as TOY_PROMPT
+from gaca_openrlhf.rollout.toy_env import register as register_toy
+
+register_toy()
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def encode(text):
+    """Invertible toy encoding (one id per character), so tests can read the prompt back."""
+    return [ord(c) for c in text]
+
+
+def decode(ids):
+    return "".join(chr(i) for i in ids)
+
+
+class Recorder:
+    """Answers every request with ``<action>look</action>`` (never wins the toy corridor: every episode runs to
+    its step limit) and keeps every request."""
+
+    def __init__(self, action="look"):
+        self.requests: list[GenRequest] = []
+        self.action = action
+
+    def generate(self, requests):
+        self.requests.extend(requests)
+        return [GenResult(f"<think>t</think><action>{self.action}</action>", [1, 2], "stop") for _ in requests]
+
+
+def toy_cfg(**kw):
+    return RunConfig(env="toy", **{"env_kwargs": {"length": 4, "max_steps": 5}, "prompt_max_len": 10_000,
+                                   "num_envs": 1, **kw})
+
+
+def step_seeds(tasks, **kw):
+    """{(task, episode): [request seed at step 0, 1, ...]} from the requests, with one env slot (requests come in
+    panel order, one episode after the other); the records give only the step counts."""
+    gen = Recorder()
+    recs, _ = run_episodes(tasks, toy_cfg(**kw), gen, encode, progress=False)
+    seeds, pos = {}, 0
+    for r in recs:
+        seeds[(r["task"], r["episode"])] = [q.seed for q in gen.requests[pos: pos + r["steps"]]]
+        pos += r["steps"]
+    assert pos == len(gen.requests)
+    return seeds
+
+
+# ------------------------------------------------------------------------------------------------ seeds
+def test_step_seeds_differ_per_step_episode_and_task():
+    # catches: the same seed at every step (derive_seed(ep.seed, 0) / ep.seed), or one seed shared by the
+    # episodes of a task or by all tasks (derive_seed(cfg.seed, ep.steps))
+    seeds = step_seeds(["0", "1", "2"], episodes_per_task=2, seed=3)
+    assert all(len(s) == 5 for s in seeds.values())  # every episode ran its 5 steps
+    for key, s in seeds.items():
+        assert len(set(s)) == len(s), f"{key}: repeated step seeds {s}"
+    flat = [x for s in seeds.values() for x in s]
+    assert len(set(flat)) == len(flat), "two (task, episode, step) requests share a seed"
+    assert all(0 <= x < 2**31 for x in flat)
+
+
+def test_step_seeds_depend_on_base_seed_and_are_reproducible():
+    # catches: a step seed that ignores the base seed (derive_seed(0, task, k), or seeding from the task only)
+    a = step_seeds(["0", "1"], episodes_per_task=2, seed=3)
+    b = step_seeds(["0", "1"], episodes_per_task=2, seed=3)
+    c = step_seeds(["0", "1"], episodes_per_task=2, seed=4)
+    assert a == b
+    flat_a = {x for s in a.values() for x in s}
+    flat_c = {x for s in c.values() for x in s}
+    assert not flat_a & flat_c, "base seeds 3 and 4 give overlapping request seeds"
+
+
+def test_step_seeds_do_not_depend_on_batching():
+    # the same (task, episode, step) gets the same seed whatever the number of episodes in flight
+    one = step_seeds(["0", "1", "2"], episodes_per_task=2, seed=5)
+    gen = Recorder()
+    recs, timing = run_episodes(["0", "1", "2"], toy_cfg(episodes_per_task=2, seed=5, num_envs=6), gen, encode,
+                                progress=False)
+    assert timing["max_batch"] == 6 and timing["generate_calls"] == 5
+    # six episodes in lock-step, each call lists the episodes in panel order
+    batched = {(r["task"], r["episode"]): [gen.requests[6 * t + i].seed for t in range(5)] for i, r in enumerate(recs)}
+    assert batched == one
+
+
+# ------------------------------------------------------------------------------------------------ history
+class StoryEnv:
+    """Unique observation and admissible actions at every step: obs-<step>, act-<step>."""
+
+    name = "story"
+    max_steps = 5
+
+    def reset(self, task):
+        self.t = 0
+        return f"task {task}", EnvStep("obs-0", "obs-0", ["act-0"])
+
+    def step(self, action, valid=True):
+        self.t += 1
+        return EnvStep(f"obs-{self.t}", f"obs-{self.t}", [f"act-{self.t}"], reward=0.0, done=False, won=False,
+                       info={})
+
+    def close(self):
+        pass
+
+
+class StoryAgent(Recorder):
+    """Takes the one admissible action shown in the prompt."""
+
+    def generate(self, requests):
+        self.requests.extend(requests)
+        return [GenResult(f"<think>t</think><action>{re.findall(r'act-[0-9]+', decode(r.prompt_ids))[-1]}</action>", [1], "stop")
+                for r in requests]
+
+
+def story_prompts(monkeypatch, **kw):
+    monkeypatch.setattr(runner_mod, "make_env", lambda name, **c: StoryEnv())
+    monkeypatch.setattr(runner_mod, "prompt_template", lambda name: TOY_PROMPT)
+    gen = StoryAgent()
+    cfg = RunConfig(env="story", num_envs=1, prompt_max_len=10_000, **kw)
+    recs, _ = run_episodes(["a"], cfg, gen, encode, progress=False)
+    assert recs[0]["steps"] == 5 and recs[0]["valid_steps"] == 5
+    return [decode(r.prompt_ids) for r in gen.requests]
+
+
+def test_prompt_shows_the_last_two_steps(monkeypatch):
+    # catches: the history dropped (memory.add removed / an empty memory rendered) or history_k forced to 0 or 1
+    prompts = story_prompts(monkeypatch)  # default history_k
+    assert "obs-0" in prompts[0] and "Observation 1" not in prompts[0]
+    for t in range(1, 5):
+        p = prompts[t]
+        assert f"your current observation is: obs-{t}" in p
+        for back in (1, 2):
+            if t - back >= 0:
+                s = t - back
+                assert f"[Observation {s + 1}: 'obs-{s}', Action {s + 1}: 'act-{s}']" in p, (t, back, p)
+        if t >= 3:
+            assert f"'obs-{t - 3}'" not in p and f"'act-{t - 3}'" not in p  # only k = 2 pairs
+        assert f"already taken {t} step(s)" in p
+
+
+def test_history_k_setting_is_used(monkeypatch):
+    p1 = story_prompts(monkeypatch, history_k=1)[3]
+    assert "[Observation 3: 'obs-2', Action 3: 'act-2']" in p1 and "'obs-1'" not in p1
+    p0 = story_prompts(monkeypatch, history_k=0)[3]
+    assert "Observation" not in p0 and "obs-3" in p0
+
+
+def test_history_default_is_two():
+    assert RunConfig(env="toy").history_k == 2
+    from gaca_openrlhf.eval.cli import build_parser
+
+    args = build_parser().parse_args(["--model", "m", "--env", "toy", "--panel", "p", "--out", "o"])
+    assert args.history_k == 2
+
+
+# ------------------------------------------------------------------------------------------------ the paper's protocol
+def base_args():
+    from gaca_openrlhf.eval.cli import build_parser
+
+    return build_parser().parse_args(["--model", "m", "--env", "alfworld", "--panel", "eval_id", "--out", "o"])
+
+
+def test_protocol_constants():
+    # GACA paper / verl-agent: 128 in-distribution tasks (valid_seen), eval temperature 0.4, 3 seeds
+    from agents.alfworld.panels import STANDARD
+    from gaca_openrlhf.eval.panels import PAPER_PROTOCOL
+
+    assert STANDARD["eval_id"] == ("valid_seen", 128)
+    assert PAPER_PROTOCOL.alfworld_panel == "eval_id" and PAPER_PROTOCOL.num_tasks == 128
+    assert PAPER_PROTOCOL.temperature == 0.4
+    assert PAPER_PROTOCOL.seeds == (0, 1, 2)
+    args = base_args()
+    assert args.temperature == 0.4 and args.episodes_per_task == 1 and args.top_p == 1.0 and args.seed == 0
+
+
+def _fake_games(root, split, n):
+    for i in range(n):
+        d = os.path.join(root, "json_2.1.1", split, f"pick_and_place_simple-X{i}-None-Y-{i}", "trial_0")
+        os.makedirs(d)
+        with open(os.path.join(d, "traj_data.json"), "w") as f:
+            json.dump({"task_type": "pick_and_place_simple"}, f)
+        with open(os.path.join(d, "game.tw-pddl"), "w") as f:
+            json.dump({"solvable": True}, f)
+
+
+def test_eval_id_panel_is_128_valid_seen_games(tmp_path):
+    # catches: the eval_id size or split changed, or the draw not seeded
+    from gaca_openrlhf.eval.panels import resolve_panel
+
+    _fake_games(str(tmp_path), "valid_seen", 140)
+    _fake_games(str(tmp_path), "valid_unseen", 3)
+    p = resolve_panel("alfworld", "eval_id", data_root=str(tmp_path))
+    assert len(p.tasks) == 128 and len(set(p.tasks)) == 128
+    assert all(t.startswith("json_2.1.1/valid_seen/") for t in p.tasks)
+    assert resolve_panel("alfworld", "eval_id", data_root=str(tmp_path)).tasks == p.tasks
+    assert len(resolve_panel("alfworld", "eval_ood", data_root=str(tmp_path)).tasks) == 3
+
+
+@pytest.mark.parametrize("script", ["run_comparison.sh", "ablations_alfworld.sh"])
+def test_gpu_scripts_evaluate_with_three_seeds_at_t04(script):
+    text = open(os.path.join(ROOT, "examples", "gpu", script)).read()
+    assert re.search(r'^EVAL_SEEDS="\$\{EVAL_SEEDS:-0 1 2\}"(\s|$)', text, re.M), f"{script}: eval seeds are not 0 1 2"
+    common = open(os.path.join(ROOT, "examples", "gpu", "_common.sh")).read()
+    assert re.search(r'^EVAL_TEMPERATURE="\$\{EVAL_TEMPERATURE:-0\.4\}"(\s|$)', common, re.M)
+
+
+# ------------------------------------------------------------------------------------------------ vLLM parameters
+class StubLLM:
+    """Stands in for ``vllm.LLM`` (its engine cannot start in a unit test): keeps the constructor's keyword
+    arguments and the sampling parameters of each generate call."""
+
+    instances: list = []
+
+    def __init__(self, **kw):
+        self.kw = kw
+        self.calls = []
+        StubLLM.instances.append(self)
+
+    def generate(self, prompts, params, use_tqdm=False):
+        from types import SimpleNamespace
+
+        self.calls.append((prompts, params))
+        return [SimpleNamespace(outputs=[SimpleNamespace(text="<action>look</action>", token_ids=[7, 8],
+                                                         finish_reason="stop")]) for _ in prompts]
+
+
+def test_vllm_generator_seeds_and_stop(monkeypatch):
+    # catches: vLLM's engine seed, a request's seed, the stop string or include_stop_str dropped from the params
+    import vllm
+
+    from gaca_openrlhf.eval.vllm_generator import VLLMGenerator
+
+    monkeypatch.setattr(vllm, "LLM", StubLLM)
+    g = VLLMGenerator("/m", temperature=0.4, top_p=0.9, seed=11, max_model_len=300)
+    llm = StubLLM.instances[-1]
+    assert llm.kw["seed"] == 11 and llm.kw["model"] == "/m" and llm.kw["max_model_len"] == 300
+    out = g.generate([GenRequest([1, 2, 3], 17, 1234), GenRequest([4], 5, 99)])
+    assert [o.text for o in out] == ["<action>look</action>"] * 2 and out[0].token_ids == [7, 8]
+    prompts, params = llm.calls[-1]
+    assert [p["prompt_token_ids"] for p in prompts] == [[1, 2, 3], [4]]
+    assert isinstance(params, list) and len(params) == 2  # one SamplingParams per request: its own seed
+    assert [p.seed for p in params] == [1234, 99]
+    assert [p.max_tokens for p in params] == [17, 5]
+    for p in params:
+        assert type(p).__module__.startswith("vllm")
+        assert list(p.stop) == ["</action>"] and p.include_stop_str_in_output
+        assert p.temperature == pytest.approx(0.4) and p.top_p == pytest.approx(0.9) and p.n == 1
+
+
+# ------------------------------------------------------------------------------------------------ the CLI end to end
+def make_tokenizer_dir(path):
+    """A small byte-level BPE tokenizer with the tiny model's (Qwen2-style) chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from gaca_openrlhf.models.tiny import CHAT_TEMPLATE, SPECIAL_TOKENS
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIAL_TOKENS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([TOY_PROMPT.first, TOY_PROMPT.later, "go to room 1. You are in room 0."], trainer=trainer)
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    hf.chat_template = CHAT_TEMPLATE
+    hf.save_pretrained(str(path))
+    (path / "config.json").write_text("{}")
+    return hf
+
+
+class FakeVLLMGenerator:
+    """Replaces the eval CLI's vLLM generator (no engine in a unit test); keeps its settings and requests."""
+
+    made: list = []
+
+    def __init__(self, model, **kw):
+        self.model, self.kw, self.requests = model, kw, []
+        self.settings = {"stub": True}
+        FakeVLLMGenerator.made.append(self)
+
+    def generate(self, requests):
+        self.requests.extend(requests)
+        return [GenResult("<think>t</think><action>go forward</action>", [1, 2, 3], "stop") for _ in requests]
+
+
+def test_cli_prompts_end_with_the_generation_prompt(tmp_path, monkeypatch):
+    # catches: add_generation_prompt=False (the model would continue the user turn), the CLI's default
+    # temperature or seed not reaching the generator, --history-k not reaching the runner
+    import gaca_openrlhf.eval.vllm_generator as vg
+    from gaca_openrlhf.eval.cli import main
+
+    model = tmp_path / "model"
+    tok = make_tokenizer_dir(model)
+    monkeypatch.setattr(vg, "VLLMGenerator", FakeVLLMGenerator)
+    out = tmp_path / "r.json"
+    assert main(["--model", str(model), "--env", "toy", "--panel", "toy", "--num-tasks", "2", "--seed", "7",
+                 "--out", str(out), "--no-progress"]) == 0
+    gen = FakeVLLMGenerator.made[-1]
+    assert gen.kw["temperature"] == 0.4 and gen.kw["seed"] == 7
+    assert gen.requests
+    for req in gen.requests:
+        text = tok.decode(req.prompt_ids)
+        assert text.startswith("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n")
+        assert text.endswith("<|im_end|>\n<|im_start|>assistant\n"), text[-80:]
+        assert "go to room" in text
+    # later steps carry the two-step history (toy tasks 0, 1: goals 1, 2; "go forward" reaches room 2 at step 2)
+    later = [tok.decode(r.prompt_ids) for r in gen.requests[2:]]
+    assert later and all("[Observation 1: " in t and "Action 1: 'go forward'" in t for t in later)
+    res = json.loads(out.read_text())
+    assert res["config"]["temperature"] == 0.4 and res["config"]["seed"] == 7 and res["config"]["history_k"] == 2
+    assert res["num_episodes"] == 2 and res["success_rate"] == 1.0
