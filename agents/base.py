@@ -6,6 +6,7 @@ Adding a third environment touches ``agents/<env>/`` and one line in :data:`agen
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -54,9 +55,38 @@ class AgentEnv(Protocol):
         ...
 
     def step(self, action: str) -> EnvStep:
-        """Execute ``action`` (already parsed; an invalid action is passed as the raw text and answered as unknown)."""
+        """Execute ``action`` (the projected action, see :func:`agents.parsing.parse_action`).
+
+        Environments may take a second argument ``valid``: with ``valid=False`` they answer the step as an unknown
+        command without executing it (the rollout's ``invalid_action="noop"`` mode; see :func:`step_env`).
+        """
         ...
 
     def close(self) -> None:
         """Release resources (worker, HTTP session)."""
         ...
+
+
+def takes_validity(env) -> bool:
+    """Whether ``env.step`` accepts the ``valid`` argument (ALFWorld, WebShop) or only the action (toy)."""
+    try:
+        return "valid" in inspect.signature(env.step).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def step_env(env, action: str, valid: bool, invalid_action: str = "execute", pass_validity: bool | None = None):
+    """One environment step of a projected action, as training rollouts and evaluation both take it.
+
+    invalid_action="execute" (default, verl-agent): the action is executed whatever its validity; validity only
+    decides the invalid-action penalty. "noop": an invalid action is passed with ``valid=False`` to environments
+    that take it, which answer it as an unknown command (no state change) while it still counts as a step.
+    ``pass_validity``: the cached :func:`takes_validity` of ``env`` (computed when None).
+    """
+    if invalid_action == "execute":
+        return env.step(action)
+    if invalid_action != "noop":
+        raise ValueError(f"invalid_action must be 'execute' or 'noop', got {invalid_action!r}")
+    if pass_validity is None:
+        pass_validity = takes_validity(env)
+    return env.step(action, valid) if pass_validity else env.step(action)

@@ -1,26 +1,70 @@
 """Step prompts with a short memory of the last k (observation, action) pairs (DESIGN.md section 2).
 
-Each environment supplies a template with the fields ``task``, ``step_count``, ``history_length``,
-``history``, ``current_step``, ``observation`` and ``admissible_actions``; :func:`render_step_prompt` fills it.
-The first step of an episode uses the template's ``first`` variant (no history yet).
+The rules are verl-agent's (``agent_system/environments/env_manager.py`` + ``agent_system/memory/memory.py``), so
+a model trained here sees byte for byte what it would see there:
+
+- The first step of an episode (no step taken yet), and every step when the history length ``k`` is 0, uses the
+  template *without* history (``PromptTemplate.first``; ALFWorld's has no task line, WebShop's has one).
+- Later steps use ``PromptTemplate.later`` with ``step_count`` = steps taken so far, ``current_step`` =
+  ``step_count + 1``, ``history`` = the last ``k`` (observation, action) pairs rendered as
+  ``[Observation n: '<obs>', Action n: '<action>']`` joined by newlines (n counts from 1 over the whole
+  episode), and ``history_length`` = how many pairs are shown (``min(k, step_count)``).
+- The observations in the history are what the prompt showed at that step (ALFWorld: the raw text, WebShop: the
+  formatted text); the actions are the *projected* actions (:func:`agents.parsing.parse_action`), valid or not.
+- Admissible actions are formatted per environment (``PromptTemplate.format_actions``; ALFWorld drops ``help``
+  and joins ``'a'`` items with ``"\\n "``, WebShop writes one ``'a',`` per line).
+- WebShop falls back to the template without history when the one with history exceeds 13000 characters
+  (``PromptTemplate.max_chars_with_history``).
+
+Command line (shows exactly what the model sees)::
+
+    python -m agents.prompts --cases IN.json --out OUT.json
+
+``IN.json`` is a list of cases or ``{"cases": [...]}`` (the format of ``tests/data/verl_agent_prompt_vectors.json``).
+A *prompt case* has ``env``, ``task``, ``observation``, ``admissible_actions``, ``history`` (a list of
+``{"observation", "action"}``, oldest first), ``history_length`` (k) and optionally ``step_count`` (default:
+``len(history)``); WebShop observations are the raw ``[SEP]`` text the server returns and its admissible actions
+may be the server's ``{"has_search_bar", "clickables"}`` dict. It gets ``prompt``. A *projection case* has ``env``
+and ``response`` and gets ``action`` and ``valid`` (1/0). Everything else in a case is copied through.
 """
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+
+def quote_comma_join(actions: Sequence[str]) -> str:
+    """``'a', 'b'``: the toy environment's admissible-action list."""
+    return ", ".join(f"'{a}'" for a in actions)
 
 
 @dataclass(frozen=True)
 class PromptTemplate:
-    """first: template for step 0 (no history); later: template for steps >= 1."""
+    """An environment's step prompt and how its model output is read.
+
+    first: template without history (first step, or history length 0); later: template with history.
+    Fields available to both: ``task``, ``observation``, ``admissible_actions``, ``step_count``,
+    ``history_length``, ``history``, ``current_step``.
+    format_actions: admissible actions (after dropping ``hidden_actions``) -> the text put in the template.
+    max_chars_with_history: a ``later`` prompt longer than this is replaced by ``first`` (0: no limit).
+    tail_chars: characters of an untagged response kept as its action (:func:`agents.parsing.parse_action`).
+    """
 
     first: str
     later: str
+    format_actions: Callable[[Sequence[str]], str] = quote_comma_join
+    hidden_actions: tuple[str, ...] = ()
+    max_chars_with_history: int = 0
+    tail_chars: int = 30
 
 
 @dataclass
 class StepMemory:
-    """The last ``k`` (observation, action) pairs of an episode."""
+    """The last ``k`` (observation, action) pairs of an episode and the number of steps taken."""
 
     k: int = 2
     _pairs: deque = field(default_factory=deque)
@@ -28,32 +72,57 @@ class StepMemory:
 
     def add(self, observation: str, action: str) -> None:
         self._pairs.append((observation, action))
-        while len(self._pairs) > self.k:
+        while len(self._pairs) > max(self.k, 0):
             self._pairs.popleft()
         self.steps_taken += 1
 
+    @property
+    def pairs(self) -> list[tuple[str, str]]:
+        """The shown pairs, oldest first."""
+        return list(self._pairs)
+
     def render(self) -> str:
-        first = self.steps_taken - len(self._pairs) + 1
-        return "\n".join(
-            f"[Observation {first + i}: '{obs}', Action {first + i}: '{act}']"
-            for i, (obs, act) in enumerate(self._pairs)
-        )
+        return render_history(self.pairs, self.steps_taken)
+
+
+def render_history(pairs: Sequence[tuple[str, str]], step_count: int) -> str:
+    """``[Observation n: '<obs>', Action n: '<act>']`` lines for the trailing ``pairs`` of ``step_count`` steps."""
+    first = step_count - len(pairs) + 1
+    return "\n".join(f"[Observation {first + i}: '{obs}', Action {first + i}: '{act}']"
+                     for i, (obs, act) in enumerate(pairs))
+
+
+def render_prompt(template: PromptTemplate, task: str, observation: str, admissible_actions: Sequence[str],
+                  history: Sequence[tuple[str, str]], step_count: int, history_k: int) -> str:
+    """Render one step prompt from explicit inputs (rules in the module docstring).
+
+    ``history`` holds the episode's (observation, action) pairs, oldest first; only the last ``history_k`` are
+    shown. ``step_count`` is the number of steps taken before this one (it numbers the shown pairs).
+    """
+    if step_count < 0 or history_k < 0:
+        raise ValueError(f"step_count and history_k must be >= 0, got {step_count}, {history_k}")
+    if len(history) > step_count:
+        raise ValueError(f"history has {len(history)} pairs but only {step_count} steps were taken")
+    actions = template.format_actions([a for a in admissible_actions if a not in template.hidden_actions])
+    first = template.first.format(task=task, observation=observation, admissible_actions=actions,
+                                  step_count=step_count, history_length=0, history="", current_step=step_count + 1)
+    if step_count == 0 or history_k == 0:
+        return first
+    shown = list(history)[-history_k:]
+    later = template.later.format(task=task, observation=observation, admissible_actions=actions,
+                                  step_count=step_count, history_length=len(shown),
+                                  history=render_history(shown, step_count), current_step=step_count + 1)
+    if template.max_chars_with_history and len(later) > template.max_chars_with_history:
+        return first  # verl-agent's WebShop: an over-long prompt drops its history
+    return later
 
 
 def render_step_prompt(
-    template: PromptTemplate, task: str, memory: StepMemory, observation: str, admissible_actions: list[str]
+    template: PromptTemplate, task: str, memory: StepMemory, observation: str, admissible_actions: Sequence[str]
 ) -> str:
-    """Fill the environment's template for the current step."""
-    fields = dict(
-        task=task,
-        step_count=memory.steps_taken,
-        history_length=min(memory.k, memory.steps_taken),
-        history=memory.render(),
-        current_step=memory.steps_taken + 1,
-        observation=observation,
-        admissible_actions=", ".join(f"'{a}'" for a in admissible_actions),
-    )
-    return (template.first if memory.steps_taken == 0 else template.later).format(**fields)
+    """Fill the environment's template for the current step of an episode whose past is in ``memory``."""
+    return render_prompt(template, task, observation, admissible_actions, memory.pairs, memory.steps_taken,
+                         memory.k)
 
 
 def anchor_id(anchor: str) -> int:
@@ -74,3 +143,89 @@ def fit_prompt(ids: list[int], limit: int, log=None) -> list[int]:
     if log is not None:
         log(f"step prompt of {len(ids)} tokens left-truncated to {limit}")
     return ids[-limit:]
+
+
+def encode_step_prompt(tokenizer, text: str) -> list[int]:
+    """Token ids of a step prompt as the policy sees it: one user turn through the tokenizer's chat template with
+    the generation prompt appended, tokenized without extra special tokens (the template already has them).
+
+    The one encoding used by both the training rollout (``AgentExecutor``) and evaluation (``eval.cli``).
+    """
+    chat = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                         add_generation_prompt=True)
+    return list(tokenizer(chat, add_special_tokens=False)["input_ids"])
+
+
+# ----------------------------------------------------------------------------------------------- command line
+def _case_inputs(env: str, case: dict) -> tuple[str, str, list[str], list[tuple[str, str]]]:
+    """(task, shown observation, admissible actions, history pairs) of a prompt case, from raw env outputs."""
+    task, obs, actions = case["task"], case["observation"], case["admissible_actions"]
+    history = [(h["observation"], h["action"]) if isinstance(h, dict) else tuple(h)
+               for h in case.get("history") or []]
+    if not all(len(h) == 2 and all(isinstance(x, str) for x in h) for h in history):
+        raise ValueError("history entries must be {'observation': str, 'action': str}")
+    if env == "webshop":
+        from agents.webshop.env import format_avail_actions, format_obs
+
+        obs = format_obs(obs, task)
+        history = [(format_obs(o, task), a) for o, a in history]
+        if isinstance(actions, dict):
+            actions = format_avail_actions(actions)
+    if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
+        raise ValueError(f"admissible_actions must be a list of strings, got {actions!r}")
+    return task, obs, actions, history
+
+
+def render_case(case: dict) -> dict:
+    """Answer one case (module docstring): a copy with ``prompt``, or ``action`` and ``valid`` added."""
+    from agents.parsing import parse_action
+    from agents.registry import prompt_template
+
+    if not isinstance(case, dict) or "env" not in case:
+        raise ValueError(f"a case is an object with an 'env' field, got {case!r}")
+    env = case["env"]
+    template = prompt_template(env)
+    out = dict(case)
+    if "response" in case:
+        parsed = parse_action(case["response"], template.tail_chars)
+        out.update(action=parsed.action, valid=int(parsed.valid))
+        return out
+    missing = [k for k in ("task", "observation", "admissible_actions", "history_length") if k not in case]
+    if missing:
+        raise ValueError(f"prompt case {case.get('name', '?')!r} lacks {missing}")
+    task, obs, actions, history = _case_inputs(env, case)
+    # verl-agent's step count is the length of the episode's memory; a case may list only the trailing pairs
+    step_count = max(int(case.get("step_count") or 0), len(history))
+    out["prompt"] = render_prompt(template, task, obs, actions, history, step_count, int(case["history_length"]))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m agents.prompts", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cases", required=True, help="JSON file: a list of cases or {'cases': [...]}")
+    p.add_argument("--out", required=True, help="where to write the answered cases (same shape as --cases)")
+    args = p.parse_args(argv)
+    with open(args.cases, encoding="utf-8") as f:
+        data = json.load(f)
+    cases = data.get("cases") if isinstance(data, dict) else data
+    if not isinstance(cases, list):
+        print(f"error: {args.cases}: expected a list of cases or an object with 'cases'", file=sys.stderr)
+        return 2
+    answered: list[Any] = []
+    for i, case in enumerate(cases):
+        try:
+            answered.append(render_case(case))
+        except (KeyError, ValueError, TypeError) as e:
+            print(f"error: case {i} ({case.get('name', '?') if isinstance(case, dict) else '?'}): {e}",
+                  file=sys.stderr)
+            return 2
+    result = {**data, "cases": answered} if isinstance(data, dict) else answered
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(result, f, ensure_ascii=False, indent=1)
+    print(f"{len(answered)} cases -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,11 +11,12 @@ Episode contract (DESIGN.md section 5):
   follows ``"Your task is to: "``.
 - ``step(action, valid=True)`` -> ``EnvStep`` with reward 10.0 on the winning step else 0.0, ``done`` when won
   or after ``max_steps`` (50) steps, ``won``, and the admissible commands.
-- **Invalid actions.** The rollout passes the parsed action and its validity
-  (``agents.parsing.parse_action(...).valid``). With ``valid=False`` the command is *not executed* -- even if
-  its raw text happens to be an admissible command -- and the step is answered exactly as the engine answers
-  an unknown command: observation ``"Nothing happens."``, state unchanged, reward 0. It still counts as a step.
-  An unknown but well-formed command (``valid=True``) goes to the engine, which answers ``"Nothing happens."``.
+- **Invalid actions.** By default the rollout sends the projected action (``agents.parsing.parse_action``)
+  whatever its validity, as verl-agent does: an invalid response's action still runs, only the penalty differs.
+  With the rollout option ``invalid_action="noop"`` it passes ``valid=False`` instead: the command is *not
+  executed* -- even if it happens to be admissible -- and the step is answered exactly as the engine answers an
+  unknown command: observation ``"Nothing happens."``, state unchanged, reward 0. It still counts as a step.
+  An unknown command that is executed goes to the engine, which answers ``"Nothing happens."``.
 - ``anchor`` = the raw observation string of the step (GiGPO anchor state); ``observation`` is the same text.
 - ``admissible_actions`` omits ``help`` (as verl-agent does); it stays executable.
 - ``info``: ``task_type`` (id 1-6), ``task_type_name``, ``won``, ``steps``, ``truncated``, ``gamefile``.
@@ -47,22 +48,32 @@ _INSTRUCTION = (
     "present it within <action> </action> tags.\n"
 )
 
-# verl-agent's ALFWorld prompts (agent_system/environments/prompts/alfworld.py), with this project's field names.
+
+def format_admissible_actions(actions) -> str:
+    """verl-agent's ALFWorld list: ``'a'`` items joined by a newline and a space (inside the template's ``[ ]``)."""
+    return "\n ".join(f"'{a}'" for a in actions)
+
+
+# verl-agent's ALFWorld prompts (agent_system/environments/prompts/alfworld.py: ALFWORLD_TEMPLATE_NO_HIS and
+# ALFWORLD_TEMPLATE), byte for byte, with this project's field names. The no-history one has no task line.
 PROMPT = PromptTemplate(
     first=(
-        "You are an expert agent operating in the ALFRED Embodied Environment.\n"
+        "\nYou are an expert agent operating in the ALFRED Embodied Environment.\n"
         "Your current observation is: {observation}\n"
         "Your admissible actions of the current situation are: [{admissible_actions}].\n\n"
         + _INSTRUCTION
     ),
     later=(
-        "You are an expert agent operating in the ALFRED Embodied Environment. Your task is to: {task}\n"
+        "\nYou are an expert agent operating in the ALFRED Embodied Environment. Your task is to: {task}\n"
         "Prior to this step, you have already taken {step_count} step(s). Below are the most recent "
-        "{history_length} observaitons and the corresponding actions you took: {history}\n"
+        "{history_length} observations and the corresponding actions you took: {history}\n"
         "You are now at step {current_step} and your current observation is: {observation}\n"
         "Your admissible actions of the current situation are: [{admissible_actions}].\n\n"
         + _INSTRUCTION
     ),
+    format_actions=format_admissible_actions,
+    hidden_actions=("help",),  # verl-agent drops 'help' from the prompt's list (it stays executable)
+    tail_chars=30,
 )
 
 

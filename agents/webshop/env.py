@@ -11,8 +11,11 @@ Follows verl-agent's WebShop environment manager:
   as ``info["score"]`` (also ``task_score``); episodes end after 15 steps;
 * the anchor state for GiGPO/GACA step groups is the formatted observation.
 
-An action the rollout marks invalid (``step(text, valid=False)``) or that WebShop's ``parse_action`` does not read
-as ``search[...]``/``click[...]`` (a prefix match: ``click[buy now].`` is a click) is not sent to the shop: it is answered as a no-op (same observation, reward 0) and still counts as a step.
+By default the rollout sends every projected action (verl-agent executes an invalid response's action too); with
+its ``invalid_action="noop"`` option an invalid one comes as ``step(text, valid=False)``. Such an action, or one
+that WebShop's ``parse_action`` does not read as ``search[...]``/``click[...]`` (a prefix match: ``click[buy now].``
+is a click), is not sent to the shop: it is answered as a no-op (same observation, reward 0) and still counts as a
+step.
 Unknown clicks are sent and the server answers them as no-ops, as WebShop does. Unreachable/failing servers
 raise :class:`agents.base.EnvError`.
 
@@ -37,8 +40,25 @@ SUCCESS_REWARD = 10.0
 _ACTION = re.compile(r"(.+)\[(.+)\]")
 _TASK = re.compile(r"^\s*(test|eval|train)\s*[:/]\s*(\d+)\s*$")
 
-# verl-agent's WebShop templates (agent_system/environments/prompts/webshop.py, including its non-breaking
-# hyphen in "e‑commerce"), with the fields of agents.prompts.render_step_prompt.
+_INSTRUCTION = (
+    "Now it's your turn to take one action for the current step.\n"
+    "You should first reason step-by-step about the current situation, then think carefully which "
+    "admissible action best advances the shopping goal. This reasoning process MUST be enclosed within "
+    "<think> </think> tags. \n"
+    "Once you've finished your reasoning, you should choose an admissible action for current step and "
+    "present it within <action> </action> tags.\n"
+)
+
+
+def format_admissible_actions(actions) -> str:
+    """verl-agent's WebShop list: one ``'a',`` per line (a trailing comma on every item, the last one too)."""
+    return "\n".join(f"'{a}'," for a in actions)
+
+
+# verl-agent's WebShop templates (agent_system/environments/prompts/webshop.py: WEBSHOP_TEMPLATE_NO_HIS and
+# WEBSHOP_TEMPLATE), byte for byte: the leading newline, the non-breaking hyphen in "e\u2011commerce" and the
+# trailing spaces after "environment. " (no-history only), "are: " and "tags. ". verl-agent falls back to the
+# no-history template when the one with history exceeds 13000 characters.
 PROMPT = PromptTemplate(
     first=(
         "\nYou are an expert autonomous agent operating in the WebShop e\u2011commerce environment. \n"
@@ -46,12 +66,7 @@ PROMPT = PromptTemplate(
         "Your current observation is: {observation}.\n"
         "Your admissible actions of the current situation are: \n"
         "[\n{admissible_actions}\n].\n\n"
-        "Now it's your turn to take one action for the current step.\n"
-        "You should first reason step-by-step about the current situation, then think carefully which "
-        "admissible action best advances the shopping goal. This reasoning process MUST be enclosed within "
-        "<think> </think> tags. \n"
-        "Once you've finished your reasoning, you should choose an admissible action for current step and "
-        "present it within <action> </action> tags.\n"
+        + _INSTRUCTION
     ),
     later=(
         "\nYou are an expert autonomous agent operating in the WebShop e\u2011commerce environment.\n"
@@ -59,15 +74,13 @@ PROMPT = PromptTemplate(
         "Prior to this step, you have already taken {step_count} step(s). Below are the most recent "
         "{history_length} observations and the corresponding actions you took: {history}\n"
         "You are now at step {current_step} and your current observation is: {observation}.\n"
-        "Your admissible actions of the current situation are:\n"
+        "Your admissible actions of the current situation are: \n"
         "[\n{admissible_actions}\n].\n\n"
-        "Now it's your turn to take one action for the current step.\n"
-        "You should first reason step-by-step about the current situation, then think carefully which "
-        "admissible action best advances the shopping goal. This reasoning process MUST be enclosed within "
-        "<think> </think> tags.\n"
-        "Once you've finished your reasoning, you should choose an admissible action for current step and "
-        "present it within <action> </action> tags.\n"
+        + _INSTRUCTION
     ),
+    format_actions=format_admissible_actions,
+    max_chars_with_history=13000,
+    tail_chars=20,
 )
 
 

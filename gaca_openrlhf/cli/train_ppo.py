@@ -44,6 +44,9 @@ def add_project_args(parser: argparse.ArgumentParser) -> None:
     e.add_argument("--env.prompt_max_len", type=int, default=None,
                    help="step-prompt token limit (default: data.max_len - rollout.max_new_tokens)")
     e.add_argument("--env.timeout_s", type=float, default=120.0, help="one env reset/step slower than this fails")
+    e.add_argument("--env.invalid_action", default="execute", choices=["execute", "noop"],
+                   help="an invalid response (bad format): 'execute' its projected action and only penalise it "
+                        "(verl-agent), or 'noop': the environment answers it as an unknown command")
     e.add_argument("--env.max_failed_frac", type=float, default=0.5,
                    help="an iteration with more failed episodes than this counts as failing")
     e.add_argument("--env.kill_worker_at_step", type=int, default=-1,

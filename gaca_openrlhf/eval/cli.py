@@ -24,7 +24,7 @@ import sys
 import time
 
 from gaca_openrlhf.eval.panels import PAPER_PROTOCOL, PanelError, resolve_panel
-from gaca_openrlhf.eval.runner import RunConfig, run_episodes, summarize
+from gaca_openrlhf.eval.runner import RunConfig, run_episodes, summarize, tokenizer_encoder
 
 ENV_DEFAULTS = {  # env -> (prompt_max_len, num_envs): verl-agent's prompt budgets; concurrency sized per env
     "alfworld": (2048, 16),
@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=0, help="episode step limit (0: env's own, ALFWorld 50 / WebShop 15)")
     p.add_argument("--max-tokens", type=int, default=512, help="response tokens per step (training: --rollout.max_new_tokens)")
     p.add_argument("--history-k", type=int, default=2, help="(observation, action) pairs in the step prompt")
+    p.add_argument("--invalid-action", default="execute", choices=["execute", "noop"],
+                   help="invalid response: execute its projected action (verl-agent) or answer it as a no-op "
+                        "(training: --env.invalid_action)")
     p.add_argument("--prompt-max-len", type=int, default=None, help="step-prompt token limit (ALFWorld 2048, WebShop 4096)")
     p.add_argument("--num-envs", type=int, default=None,
                    help="episodes in flight (= max generate batch); default ALFWorld 16, WebShop 64")
@@ -195,7 +198,7 @@ def main(argv=None) -> int:
     cfg = RunConfig(env=args.env, env_kwargs=env_kwargs, episodes_per_task=args.episodes_per_task, seed=args.seed,
                     history_k=args.history_k, max_steps=args.max_steps, max_new_tokens=args.max_tokens,
                     prompt_max_len=args.prompt_max_len, num_envs=args.num_envs, env_timeout_s=args.env_timeout,
-                    record_actions=args.record_actions)
+                    record_actions=args.record_actions, invalid_action=args.invalid_action)
 
     from transformers import AutoTokenizer
 
@@ -203,10 +206,7 @@ def main(argv=None) -> int:
 
     tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=True)
 
-    def encode(text: str) -> list[int]:  # as the training rollout (AgentExecutor._encode_prompt)
-        chat = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                             add_generation_prompt=True)
-        return tokenizer(chat, add_special_tokens=False)["input_ids"]
+    encode = tokenizer_encoder(tokenizer)  # the training rollout's encoding (agents.prompts.encode_step_prompt)
 
     t_start = time.time()
     generator = VLLMGenerator(model, temperature=args.temperature, top_p=args.top_p, seed=args.seed,
@@ -228,7 +228,8 @@ def main(argv=None) -> int:
             "model": model, "env": args.env, "panel": panel.name, "panel_arg": args.panel, "panel_meta": panel.meta,
             "num_tasks": len(panel.tasks), "episodes_per_task": args.episodes_per_task, "seed": args.seed,
             "temperature": args.temperature, "top_p": args.top_p, "max_steps": args.max_steps,
-            "max_tokens": args.max_tokens, "history_k": args.history_k, "prompt_max_len": args.prompt_max_len,
+            "max_tokens": args.max_tokens, "history_k": args.history_k, "invalid_action": args.invalid_action,
+            "prompt_max_len": args.prompt_max_len,
             "num_envs": args.num_envs, "data": args.data, "env_kwargs": env_kwargs,
             "vllm": generator.settings, "host": platform.node(),
         },

@@ -3,9 +3,11 @@
 The loop is independent of vLLM (any :class:`Generator` works; tests use a scripted one) and uses exactly the
 training rollout's pieces (:mod:`gaca_openrlhf.rollout.agent_executor`): the environment registry
 (``agents.registry.make_env``/``prompt_template``), the step prompt with k pairs of memory
-(``agents.prompts.StepMemory``/``render_step_prompt``), left-truncation of long prompts, ``stop=["</action>"]``,
-``agents.parsing.judge_response`` (the same validity rule as training: a truncated or empty response is an invalid action,
-passed to environments whose ``step`` takes ``valid``).
+(``agents.prompts.StepMemory``/``render_step_prompt``), the chat-template encoding (``agents.prompts.encode_step_prompt``,
+see :func:`tokenizer_encoder`), left-truncation of long prompts, ``stop=["</action>"]``,
+``agents.parsing.judge_response`` (verl-agent's projection; a truncated or empty response is an invalid action) and
+``agents.base.step_env`` (by default the projected action is executed even when invalid, as verl-agent does;
+``RunConfig.invalid_action="noop"`` answers it as an unknown command instead).
 
 Scheduling: ``num_envs`` environment slots; episodes (task-major: task 0 episodes 0..K-1, task 1, ...) fill free
 slots in order, so which episodes share a ``generate`` call depends only on the panel and the settings, never on
@@ -18,8 +20,8 @@ error text kept); it counts as not solved and is reported, and the slot gets a f
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import hashlib
-import inspect
 import logging
 import math
 import sys
@@ -29,8 +31,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
+from agents.base import step_env, takes_validity
 from agents.parsing import judge_response
-from agents.prompts import StepMemory, fit_prompt, render_step_prompt
+from agents.prompts import StepMemory, encode_step_prompt, fit_prompt, render_step_prompt
 from agents.registry import make_env, prompt_template
 
 logger = logging.getLogger(__name__)
@@ -79,6 +82,7 @@ class RunConfig:
     num_envs: int = 16
     env_timeout_s: float = 120.0
     record_actions: bool = False
+    invalid_action: str = "execute"  # as RolloutConfig.invalid_action: "execute" (verl-agent) | "noop"
 
     def __post_init__(self) -> None:
         if self.episodes_per_task < 1:
@@ -89,6 +93,8 @@ class RunConfig:
             raise ValueError("max_new_tokens and prompt_max_len must be >= 1")
         if not self.max_model_len:
             self.max_model_len = self.prompt_max_len + self.max_new_tokens
+        if self.invalid_action not in ("execute", "noop"):
+            raise ValueError(f"invalid_action must be 'execute' or 'noop', got {self.invalid_action!r}")
 
 
 # ----------------------------------------------------------------------------------------------- episodes
@@ -120,11 +126,10 @@ class _Slot:
         self.episode: _Episode | None = None
 
 
-def _takes_validity(env) -> bool:
-    try:
-        return "valid" in inspect.signature(env.step).parameters
-    except (TypeError, ValueError):
-        return False
+def tokenizer_encoder(tokenizer) -> Callable[[str], list[int]]:
+    """The ``encode`` argument of :func:`run_episodes` for a Hugging Face tokenizer: the training rollout's
+    encoding (:func:`agents.prompts.encode_step_prompt`), so evaluation feeds the policy the same prompt ids."""
+    return functools.partial(encode_step_prompt, tokenizer)
 
 
 def _close_quietly(env) -> None:
@@ -184,11 +189,11 @@ def run_episodes(tasks: Sequence[str], cfg: RunConfig, generator: Generator, enc
     def do_reset(slot: _Slot, task: str):
         if slot.env is None:
             slot.env = make_env(cfg.env, **cfg.env_kwargs)
-            slot.takes_validity = _takes_validity(slot.env)
+            slot.takes_validity = takes_validity(slot.env)
         return slot.env.reset(task)
 
     def do_step(slot: _Slot, action: str, valid: bool):
-        return slot.env.step(action, valid) if slot.takes_validity else slot.env.step(action)
+        return step_env(slot.env, action, valid, cfg.invalid_action, slot.takes_validity)
 
     def gather(calls):
         """Run (slot, fn, args) in parallel; returns [(slot, result | None, error | None)] in input order."""
@@ -249,7 +254,7 @@ def run_episodes(tasks: Sequence[str], cfg: RunConfig, generator: Generator, enc
             calls, actions = [], []
             for slot, out in zip(live, outputs):
                 ep = slot.episode
-                parsed = judge_response(out.text, out.finish_reason, len(out.token_ids))
+                parsed = judge_response(out.text, out.finish_reason, len(out.token_ids), template.tail_chars)
                 truncated = out.finish_reason == "length"
                 valid = parsed.valid
                 ep.response_tokens += len(out.token_ids)

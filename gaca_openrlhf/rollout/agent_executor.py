@@ -2,8 +2,11 @@
 
 OpenRLHF's ``RolloutRayActor`` instantiates ``AgentExecutor()`` and calls :meth:`AgentExecutor.execute` n times
 concurrently per task (one call = one episode; the n calls form the task's group). Each step builds its own prompt
-(chat template over task + last k (observation, action) pairs + current observation + admissible actions), samples
-one response with per-token log-probs (always: GACA needs them), parses the action and steps the environment.
+(verl-agent's template over task + last k (observation, action) pairs + current observation + admissible actions,
+encoded by :func:`agents.prompts.encode_step_prompt`, the same function evaluation uses), samples one response with
+per-token log-probs (always: GACA needs them), projects the action as verl-agent does and steps the environment:
+by default the projected action is executed even when the response is invalid (``RolloutConfig.invalid_action``),
+and the step history holds the projected action.
 
 The return value is one dict per *episode* holding per-step records (see :func:`_step_record`); the project's
 samples generator (:mod:`gaca_openrlhf.trainer.samples`) turns each step into its own training sample.
@@ -13,7 +16,6 @@ Environment faults (``EnvError`` or any exception of reset/step, or a timeout) e
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import random
 import time
@@ -21,8 +23,9 @@ from copy import deepcopy
 
 from openrlhf.utils.agent import AgentExecutorBase
 
+from agents.base import step_env, takes_validity
 from agents.parsing import judge_response
-from agents.prompts import StepMemory, anchor_id, fit_prompt, render_step_prompt
+from agents.prompts import StepMemory, anchor_id, encode_step_prompt, fit_prompt, render_step_prompt
 from agents.registry import make_env, prompt_template
 from gaca_openrlhf.rollout.config import RolloutConfig
 from gaca_openrlhf.rollout.toy_env import register as _register_toy
@@ -56,19 +59,6 @@ class AgentExecutor(AgentExecutorBase):
     def _make_env(self):
         return self._idle_envs.pop() if self._idle_envs else make_env(self.config.env, **self.config.env_kwargs)
 
-    @staticmethod
-    def _takes_validity(env) -> bool:
-        try:
-            return "valid" in inspect.signature(env.step).parameters
-        except (TypeError, ValueError):
-            return False
-
-    def _encode_prompt(self, hf_tokenizer, text: str) -> list[int]:
-        chat = hf_tokenizer.apply_chat_template(
-            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
-        )
-        return hf_tokenizer(chat, add_special_tokens=False)["input_ids"]
-
     async def _env_call(self, fn, *args):
         return await asyncio.wait_for(asyncio.to_thread(fn, *args), timeout=self.config.env_timeout_s)
 
@@ -90,13 +80,13 @@ class AgentExecutor(AgentExecutorBase):
             await self._close(env)
             return out
 
-        pass_validity = self._takes_validity(env)
+        pass_validity = takes_validity(env)
         max_steps = cfg.max_steps or getattr(env, "max_steps", 50)
         memory = StepMemory(k=cfg.history_k)
         prompt_limit = max(1, min(cfg.prompt_max_len, max_length - 1))
         for t in range(max_steps):
             text = render_step_prompt(self.template, task_text, memory, obs.observation, obs.admissible_actions)
-            prompt_ids = fit_prompt(self._encode_prompt(hf_tokenizer, text), prompt_limit,
+            prompt_ids = fit_prompt(encode_step_prompt(hf_tokenizer, text), prompt_limit,
                                     log=lambda m: logger.warning(f"[gaca rollout] {m}"))
 
             params = deepcopy(sampling_params)
@@ -112,7 +102,8 @@ class AgentExecutor(AgentExecutorBase):
             logprobs = [lp[tok].logprob if lp is not None and tok in lp else 0.0
                         for tok, lp in zip(response_ids, gen.logprobs or [None] * len(response_ids))]
             truncated = gen.finish_reason == "length"
-            parsed = judge_response(gen.text, gen.finish_reason, len(response_ids))  # truncated/empty = invalid
+            # verl-agent's projection (+ truncated/empty = invalid); the projected action is what runs and is kept
+            parsed = judge_response(gen.text, gen.finish_reason, len(response_ids), self.template.tail_chars)
             valid = parsed.valid
 
             if self._kills_left and t == self.config.kill_worker_at_step and getattr(env, "_actor", None) is not None:
@@ -120,8 +111,7 @@ class AgentExecutor(AgentExecutorBase):
                 self._kill_worker(env)
             try:
                 t0 = time.time()
-                step_args = (parsed.action, valid) if pass_validity else (parsed.action,)
-                nxt = await self._env_call(env.step, *step_args)
+                nxt = await self._env_call(step_env, env, parsed.action, valid, cfg.invalid_action, pass_validity)
                 out["env_seconds"] += time.time() - t0
             except Exception as e:
                 logger.warning(f"[gaca rollout] env step failed for task {task!r} at step {t}: {e!r}")

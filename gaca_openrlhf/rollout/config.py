@@ -11,6 +11,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 ENV_VAR = "GACA_ROLLOUT_CONFIG"
+INVALID_ACTION_MODES = ("execute", "noop")
+
+
+def check_invalid_action(mode: str) -> str:
+    """Validate an ``invalid_action`` mode ("execute" | "noop")."""
+    if mode not in INVALID_ACTION_MODES:
+        raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {mode!r}")
+    return mode
 
 
 @dataclass
@@ -25,10 +33,17 @@ class RolloutConfig:
     max_new_tokens: int = 256  # per-step response budget (--rollout.max_new_tokens)
     stop: list[str] = field(default_factory=lambda: ["</action>"])  # generation stops after the action
     env_timeout_s: float = 120.0  # one reset/step call slower than this fails the episode
+    # what an invalid response does (agents.parsing): "execute" (verl-agent: the projected action is executed and
+    # only penalised through is_action_valid) or "noop" (this project's older rule: the environment answers it
+    # as an unknown command without executing it; environments whose step() takes no ``valid`` execute it anyway)
+    invalid_action: str = "execute"
     # fault drill (tests): kill the env's Ray worker (``env._actor``) at this step of the first
     # ``kill_worker_episodes`` episodes that reach it (-1: never)
     kill_worker_at_step: int = -1
     kill_worker_episodes: int = 1
+
+    def __post_init__(self) -> None:
+        check_invalid_action(self.invalid_action)
 
     def to_env(self) -> dict[str, str]:
         return {ENV_VAR: json.dumps(asdict(self))}

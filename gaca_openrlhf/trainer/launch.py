@@ -33,6 +33,7 @@ def rollout_config(args) -> RolloutConfig:
         prompt_max_len=args.env.prompt_max_len or max(1, args.data.max_len - max_new),
         max_new_tokens=max_new,
         env_timeout_s=args.env.timeout_s,
+        invalid_action=args.env.invalid_action,
         kill_worker_at_step=args.env.kill_worker_at_step,
     )
 

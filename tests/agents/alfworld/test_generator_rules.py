@@ -83,8 +83,8 @@ def test_prompt_template_renders_both_variants():
 
     mem = StepMemory(k=2)
     first = render_step_prompt(PROMPT, "put a cd in garbagecan.", mem, "-= Welcome =- ...", ["look", "go to desk 1"])
-    assert "ALFRED Embodied Environment" in first and "['look', 'go to desk 1']" in first
-    assert "'look', 'go to desk 1'" in first and "<think> </think>" in first
+    assert "ALFRED Embodied Environment" in first and "['look'\n 'go to desk 1']" in first
+    assert "Your task is to" not in first and "<think> </think>" in first  # verl-agent's first step: no task line
     mem.add("obs a", "look")
     later = render_step_prompt(PROMPT, "put a cd in garbagecan.", mem, "obs b", ["look"])
     assert "Your task is to: put a cd in garbagecan." in later and "step 2" in later

@@ -1,33 +1,54 @@
-"""AgentExecutor on the toy env with a scripted fake engine (no vLLM): per-step records, validity, failures."""
+"""AgentExecutor on the toy env with a scripted fake engine (no vLLM): per-step records, exact log-probs, the
+step history in the prompt, verl-agent's invalid-action handling, failures.
+
+vLLM is replaced by ``FakeEngine`` (a scripted ``generate`` with known per-token log-probs) so the executor's own
+logic is checked with exact values in milliseconds; the real engine runs in the slow e2e tests.
+"""
 import asyncio
 from types import SimpleNamespace
 
 import pytest
 
-pytest.importorskip("openrlhf")
-from gaca_openrlhf.rollout.agent_executor import AgentExecutor  # noqa: E402
-from gaca_openrlhf.rollout.config import RolloutConfig  # noqa: E402
+from agents.base import EnvStep
+from agents.prompts import PromptTemplate
+from agents.registry import ENVIRONMENTS
+from gaca_openrlhf.rollout.agent_executor import AgentExecutor
+from gaca_openrlhf.rollout.config import RolloutConfig
+from gaca_openrlhf.rollout.toy_env import ToyCorridorEnv
 
 
 class FakeTokenizer:
+    """One id per character (ASCII), so a prompt's ids decode back to its text."""
+
     def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
-        return "<user>" + messages[0]["content"] + "<assistant>"
+        return "<user>" + messages[0]["content"] + ("<assistant>" if add_generation_prompt else "")
 
     def __call__(self, text, add_special_tokens=False):
-        return {"input_ids": [ord(c) % 251 for c in text]}
+        return {"input_ids": [ord(c) for c in text]}
+
+
+def decode(ids):
+    return "".join(map(chr, ids))
 
 
 class FakeEngine:
-    """Answers each call with the next scripted text; one token per character, log-prob -0.5 each."""
+    """Answers each call with the next scripted text; one token per character, with log-prob
+    -(0.1 + 0.01 * position) for the token at that position (distinct, negative values)."""
 
     def __init__(self, texts, finish="stop"):
         self.texts, self.finish, self.calls = list(texts), finish, []
 
+    @staticmethod
+    def logprob(i):
+        return -(0.1 + 0.01 * i)
+
     async def generate(self, prompt_ids, params):
         self.calls.append((list(prompt_ids), params))
         text = self.texts.pop(0) if self.texts else "<think>x</think><action>go forward</action>"
-        ids = [ord(c) % 251 for c in text][: params.max_tokens]
-        lps = [{t: SimpleNamespace(logprob=-0.5)} for t in ids]
+        ids = [ord(c) for c in text][: params.max_tokens]
+        # each position's dict also holds a decoy token: only the sampled token's entry may be read
+        lps = [{t: SimpleNamespace(logprob=self.logprob(i)), -1: SimpleNamespace(logprob=-9.0)}
+               for i, t in enumerate(ids)]
         finish = "length" if len(ids) < len(text) else self.finish
         return SimpleNamespace(outputs=[SimpleNamespace(token_ids=ids, logprobs=lps, text=text[: len(ids)],
                                                         finish_reason=finish)])
@@ -50,9 +71,118 @@ def test_episode_records_per_step():
     assert [s["step_index"] for s in steps] == [0, 1]
     assert [s["valid"] for s in steps] == [True, True]
     assert [s["reward"] for s in steps] == [0.0, 10.0]
-    assert all(len(s["logprobs"]) == len(s["response_ids"]) > 0 for s in steps)
     assert steps[0]["anchor_id"] == steps[1]["anchor_id"]  # "look" keeps room 0: same anchor state
     assert all(p.logprobs == 1 for _, p in engine.calls)  # log-probs always requested
+    assert [p.stop for _, p in engine.calls] == [["</action>"], ["</action>"]]
+    assert [s["prompt_ids"] for s in steps] == [c[0] for c in engine.calls]
+
+
+def test_rollout_logprobs_are_the_sampled_tokens_values():
+    text = "<think>a</think><action>look</action>"
+    ex = AgentExecutor(RolloutConfig(env="toy", max_steps=1))
+    out = run(ex, FakeEngine([text]))
+    step = out["steps"][0]
+    assert step["response_ids"] == [ord(c) for c in text]
+    assert step["logprobs"] == [FakeEngine.logprob(i) for i in range(len(text))]  # exact: sign, order, token
+
+
+def test_missing_logprob_entries_read_as_zero():
+    class NoLogprobs(FakeEngine):
+        async def generate(self, prompt_ids, params):
+            out = await super().generate(prompt_ids, params)
+            out.outputs[0].logprobs = None
+            return out
+
+    out = run(AgentExecutor(RolloutConfig(env="toy", max_steps=1)), NoLogprobs(["<think>a</think><action>look</action>"]))
+    assert out["steps"][0]["logprobs"] == [0.0] * len(out["steps"][0]["response_ids"])
+
+
+def test_step_history_is_in_the_next_prompts():
+    ex = AgentExecutor(RolloutConfig(env="toy", history_k=2, max_steps=3, env_kwargs={"length": 6, "max_steps": 6}))
+    engine = FakeEngine(["<think>a</think><action>look</action>", "<think>b</think><action>go forward</action>",
+                         "<think>c</think><action>Look</action>"])
+    out = run(ex, engine, task="3")  # goal room 4: three steps, no win
+    prompts = [decode(s["prompt_ids"]) for s in out["steps"]]
+    assert "Prior to this step" not in prompts[0]
+    assert ("taken 1 step(s). Below are the most recent 1 observations and the corresponding actions you took: "
+            "[Observation 1: 'You are in room 0. The corridor has rooms 0 to 5.', Action 1: 'look']") in prompts[1]
+    assert "You are now at step 2 and your current observation is: You are in room 0." in prompts[1]
+    assert ("most recent 2 observations and the corresponding actions you took: "
+            "[Observation 1: 'You are in room 0. The corridor has rooms 0 to 5.', Action 1: 'look']\n"
+            "[Observation 2: 'You are in room 0. The corridor has rooms 0 to 5.', Action 2: 'go forward']") in prompts[2]
+    assert "You are now at step 3 and your current observation is: You are in room 1." in prompts[2]
+
+
+def test_history_k_zero_keeps_the_no_history_prompt():
+    ex = AgentExecutor(RolloutConfig(env="toy", history_k=0, max_steps=2))
+    out = run(ex, FakeEngine(["<think>a</think><action>look</action>"] * 2), task="3")
+    assert [decode(s["prompt_ids"]).count("Prior to this step") for s in out["steps"]] == [0, 0]
+
+
+class ValidityToyEnv(ToyCorridorEnv):
+    """The toy corridor with the ``valid`` argument of the real adapters (invalid = answered as a no-op)."""
+
+    name = "toy_valid"
+
+    def step(self, action: str, valid: bool = True) -> EnvStep:
+        if valid:
+            return super().step(action)
+        self.steps += 1
+        out = self._obs()
+        out.observation = "Nothing happens."
+        out.done = self.steps >= self.max_steps
+        return out
+
+
+def make_validity_env(**config) -> ValidityToyEnv:
+    return ValidityToyEnv(**config)
+
+
+@pytest.fixture
+def toy_valid(monkeypatch):
+    monkeypatch.setitem(ENVIRONMENTS, "toy_valid", (__name__, "make_validity_env", "VALIDITY_PROMPT"))
+    return "toy_valid"
+
+
+VALIDITY_PROMPT = PromptTemplate(first="O={observation} A=[{admissible_actions}]",
+                                 later="H={history} O={observation}", tail_chars=10)
+
+
+def test_invalid_response_executes_its_projected_action_by_default(toy_valid):
+    """verl-agent: <action>go forward</action> without <think> still moves the agent (and wins), but is invalid."""
+    ex = AgentExecutor(RolloutConfig(env=toy_valid))
+    assert ex.config.invalid_action == "execute"
+    out = run(ex, FakeEngine(["<action>Go Forward</action>"]), task="0")  # goal = room 1
+    assert out["won"] and [s["valid"] for s in out["steps"]] == [False]
+    assert out["steps"][0]["reward"] == 10.0
+
+
+def test_noop_option_answers_invalid_responses_without_executing(toy_valid):
+    ex = AgentExecutor(RolloutConfig(env=toy_valid, invalid_action="noop", max_steps=3))
+    engine = FakeEngine(["<action>go forward</action>", "no tags at all, so Go Forward", "<think>x</think>"])
+    out = run(ex, engine, task="0")
+    assert not out["won"] and [s["valid"] for s in out["steps"]] == [False, False, False]
+    assert [s["reward"] for s in out["steps"]] == [0.0, 0.0, 0.0]
+    # the history holds the projected actions: the tag content, then the last 10 characters (template.tail_chars)
+    third = decode(out["steps"][2]["prompt_ids"])
+    assert third == ("<user>H=[Observation 1: 'You are in room 0. The corridor has rooms 0 to 3.', "
+                     "Action 1: 'go forward']\n[Observation 2: 'Nothing happens.', Action 2: 'go forward'] "
+                     "O=Nothing happens.<assistant>")
+
+
+def test_untagged_response_executes_its_tail(toy_valid):
+    """Without <action> tags the last tail_chars (10 here; ALFWorld 30, WebShop 20) lower-cased characters run."""
+    out = run(AgentExecutor(RolloutConfig(env=toy_valid, max_steps=1)), FakeEngine(["I will now GO FORWARD"]),
+              task="0")
+    assert out["won"] and out["steps"][0]["valid"] is False
+    miss = run(AgentExecutor(RolloutConfig(env=toy_valid, max_steps=1)), FakeEngine(["go forward, I think"]),
+               task="0")  # its tail is "r, i think": not a command
+    assert not miss["won"]
+
+
+def test_invalid_action_mode_is_checked():
+    with pytest.raises(ValueError, match="invalid_action"):
+        RolloutConfig(invalid_action="skip")
 
 
 def test_truncated_or_malformed_is_invalid_not_a_crash():
