@@ -1,18 +1,32 @@
 """BM25 product search standing in for WebShop's Pyserini/Lucene index.
 
 WebShop indexes, per product, ``lower(Title + " " + Description + " " + BulletPoints[0] + " " + option_text)``
-with ``option_text = ", and ".join(f"{name}: {', '.join(values)}")`` and returns the top 50 hits. Here the same
-text is indexed with bm25s (k1 0.9, b 0.4, Lucene's BM25 variant) after Lucene-like analysis: lower-case,
-word tokens of two or more characters, English stop words removed, Snowball English stemming. Only documents
-with a positive score are returned (Lucene returns only matching documents); ties keep catalog order.
+with ``option_text = ", and ".join(f"{name}: {', '.join(values)}")`` and returns the top 50 hits of a
+``LuceneSearcher`` (BM25, k1 0.9, b 0.4, Anserini's default English analyzer). This module reproduces that:
+
+* analysis (:func:`analyze`), after Lucene's ``StandardTokenizer`` -> ``EnglishPossessiveFilter`` ->
+  ``LowerCaseFilter`` -> ``StopFilter`` (Lucene's 33 English stop words) -> ``PorterStemFilter``: word tokens are
+  runs of letters/digits/underscores joined by a "mid" character only where Unicode word-break rules join them
+  (``.``, ``'``, ``’``, ``:`` between letters; ``.``, ``,``, ``;``, ``'``, ``’`` between digits), so numbers,
+  decimals and single letters are kept ("size 8.5" -> size, 8.5; "usb c cable 6 ft" -> usb, c, cabl, 6, ft);
+  a trailing possessive ``'s`` is dropped; stems come from the original Porter algorithm (PyStemmer ``porter``);
+* scoring as Lucene's ``BM25Similarity``: ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``,
+  ``score = idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))`` summed over query terms (a term repeated in the
+  query counts that many times, as Anserini's bag-of-words query), with the document length ``dl`` stored in
+  Lucene's one-byte norm encoding (``SmallFloat.intToByte4``: exact below 24, then 4 significant bits) and
+  ``avgdl`` the exact mean. Only matching documents are returned; ties keep catalog (index) order.
+
+The index is a term-major sparse matrix of precomputed per-posting scores (numpy), built in one pass over the
+catalog and saved/loaded as ``.npy`` files (:meth:`SearchEngine.save` / :meth:`SearchEngine.load`, memory-mapped).
 """
 from __future__ import annotations
 
+import os
 import re
 import threading
-from typing import Any, Iterable
+from array import array
+from typing import Any, Iterable, Sequence
 
-import bm25s
 import numpy as np
 
 try:
@@ -21,58 +35,219 @@ except ImportError:  # pragma: no cover - PyStemmer is in the requirements
     Stemmer = None
 
 SEARCH_RETURN_N = 50
-_TOKEN = re.compile(r"(?u)\b\w\w+\b")
-_STOPWORDS = frozenset(bm25s.stopwords.STOPWORDS_EN)
+ANALYZER_VERSION = "lucene-std-porter-1"
+
+# Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET (also Anserini's default English analyzer's stop set)
+LUCENE_STOP_WORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
+    "they this to was will with".split())
+
+_L = r"[^\W\d_]"  # a letter
+_TOKEN = re.compile(rf"\w+(?:(?:(?<={_L})[.'\u2019:](?={_L})|(?<=\d)[.,;'\u2019](?=\d))\w+)*")
 
 
 def product_text(p: dict[str, Any]) -> str:
     option_text = ", and ".join(f"{name}: {', '.join(values)}" for name, values in p.get("options", {}).items())
     bullets = p.get("BulletPoints") or [""]
-    return " ".join([p.get("Title", ""), p.get("Description", ""), bullets[0] or "", option_text]).lower()
+    return " ".join([p.get("Title") or "", p.get("Description") or "", bullets[0] or "", option_text]).lower()
+
+
+def tokenize(text: str) -> list[str]:
+    """StandardTokenizer-like word tokens, lower-cased, possessive ``'s`` removed (no stop words/stemming)."""
+    out = []
+    for t in _TOKEN.findall(text.lower()):
+        if t.endswith(("'s", "\u2019s")):
+            t = t[:-2]
+        if t:
+            out.append(t)
+    return out
 
 
 class _Analyzer:
-    """Tokenizer + stemmer; PyStemmer objects are not thread-safe, so each thread gets its own."""
+    """tokenize -> stop words -> Porter stems, with a stem cache; PyStemmer objects are per thread."""
 
     def __init__(self) -> None:
         self._local = threading.local()
+        self._cache: dict[str, str] = {}
 
     def _stemmer(self) -> Any:
         s = getattr(self._local, "stemmer", None)
         if s is None and Stemmer is not None:
-            s = self._local.stemmer = Stemmer.Stemmer("english")
+            s = self._local.stemmer = Stemmer.Stemmer("porter")
         return s
 
     def __call__(self, text: str) -> list[str]:
-        words = [w for w in _TOKEN.findall(text.lower()) if w not in _STOPWORDS]
-        stemmer = self._stemmer()
-        return stemmer.stemWords(words) if stemmer is not None else words
+        words = [w for w in tokenize(text) if w not in LUCENE_STOP_WORDS]
+        cache = self._cache
+        missing = [w for w in words if w not in cache]
+        if missing:
+            stemmer = self._stemmer()
+            stems = stemmer.stemWords(missing) if stemmer is not None else missing
+            if len(cache) > 2_000_000:  # bound the cache on open-ended text
+                cache.clear()
+            cache.update(zip(missing, stems))
+        return [cache.get(w) or w for w in words]
+
+
+analyze = _Analyzer()
+
+
+# ------------------------------------------------------------------------------------ Lucene norm encoding
+def _long_to_int4(i: int) -> int:
+    num_bits = i.bit_length()
+    if num_bits < 4:
+        return i
+    shift = num_bits - 4
+    return ((i >> shift) & 0x07) | ((shift + 1) << 3)
+
+
+def _int4_to_long(i: int) -> int:
+    bits, shift = i & 0x07, (i >> 3) - 1
+    return bits if shift == -1 else (bits | 0x08) << shift
+
+
+_NUM_FREE = 255 - _long_to_int4(2 ** 31 - 1)  # 24
+
+
+def lucene_length(n: int) -> int:
+    """A field length as Lucene's BM25 sees it: ``byte4ToInt(intToByte4(n))``."""
+    if n < _NUM_FREE:
+        return n
+    return _NUM_FREE + _int4_to_long(_long_to_int4(n - _NUM_FREE))
+
+
+_LENGTH_TABLE = np.array([lucene_length(n) for n in range(4096)], dtype=np.float64)
+
+
+def _quantized(lengths: np.ndarray) -> np.ndarray:
+    out = np.empty(len(lengths), dtype=np.float64)
+    small = lengths < len(_LENGTH_TABLE)
+    out[small] = _LENGTH_TABLE[lengths[small]]
+    for i in np.flatnonzero(~small):
+        out[i] = lucene_length(int(lengths[i]))
+    return out
 
 
 class SearchEngine:
-    def __init__(self, products: Iterable[dict[str, Any]], k1: float = 0.9, b: float = 0.4):
-        self.asins: list[str] = []
-        corpus: list[list[str]] = []
-        self.analyze = _Analyzer()
-        for p in products:
-            self.asins.append(p["asin"])
-            corpus.append(self.analyze(product_text(p)))
-        self.retriever = bm25s.BM25(k1=k1, b=b, method="lucene")
-        self.retriever.index(corpus, show_progress=False)
-        self.vocab: dict[str, int] = self.retriever.vocab_dict
+    """BM25 over products (see module doc). Build from products, or :meth:`load` a saved index."""
+
+    FILES = ("indptr.npy", "docs.npy", "scores.npy")
+
+    def __init__(self, products: Iterable[dict[str, Any]] | None = None, k1: float = 0.9, b: float = 0.4,
+                 texts: Iterable[tuple[str, str]] | None = None):
+        self.k1, self.b = k1, b
+        self.analyze = analyze
+        if products is not None:
+            texts = ((p["asin"], product_text(p)) for p in products)
+        if texts is None:
+            return  # filled by load()
+        builder = IndexBuilder(k1, b)
+        for asin, text in texts:
+            builder.add(asin, text)
+        self._set(*builder.finish())
+
+    def _set(self, asins: Sequence[str], vocab: dict[str, int], indptr: np.ndarray, docs: np.ndarray,
+             scores: np.ndarray) -> None:
+        self.asins, self.vocab, self.indptr, self.docs, self.scores = asins, vocab, indptr, docs, scores
 
     def __len__(self) -> int:
         return len(self.asins)
 
     def search(self, query: str, k: int = SEARCH_RETURN_N) -> list[str]:
         """ASINs of the top ``k`` matching products for a free-text query."""
-        ids = [self.vocab[t] for t in self.analyze(query) if t in self.vocab]
-        if not ids or not self.asins:
+        return [self.asins[i] for i in self.search_ids(query, k)]
+
+    def search_ids(self, query: str, k: int = SEARCH_RETURN_N) -> list[int]:
+        counts: dict[int, int] = {}
+        for t in self.analyze(query):
+            tid = self.vocab.get(t)
+            if tid is not None:
+                counts[tid] = counts.get(tid, 0) + 1
+        if not counts or not len(self.asins):
             return []
-        scores = np.asarray(self.retriever.get_scores_from_ids(ids), dtype=np.float64)
-        positive = np.flatnonzero(scores > 0)
-        if positive.size == 0:
-            return []
-        # highest score first, ties by catalog order (stable sort over ascending doc ids)
-        order = positive[np.argsort(-scores[positive], kind="stable")][:k]
-        return [self.asins[i] for i in order]
+        if len(counts) == 1:
+            (tid, w), = counts.items()
+            lo, hi = self.indptr[tid], self.indptr[tid + 1]
+            cand, sc = np.asarray(self.docs[lo:hi]), np.asarray(self.scores[lo:hi]) * np.float32(w)
+        else:
+            acc = np.zeros(len(self.asins), dtype=np.float32)
+            for tid, w in counts.items():
+                lo, hi = self.indptr[tid], self.indptr[tid + 1]
+                acc[self.docs[lo:hi]] += self.scores[lo:hi] * np.float32(w)
+            cand = np.flatnonzero(acc > 0)
+            sc = acc[cand]
+        if cand.size > k:
+            # keep every document tied with the k-th score, then order by (-score, doc id)
+            kth = np.partition(sc, cand.size - k)[cand.size - k]
+            keep = sc >= kth
+            cand, sc = cand[keep], sc[keep]
+        order = np.lexsort((cand, -sc))[:k]
+        return cand[order].tolist()
+
+    # ------------------------------------------------------------------------------------------ persistence
+    def save(self, directory: str) -> None:
+        os.makedirs(directory, exist_ok=True)
+        for name, arr in zip(self.FILES, (self.indptr, self.docs, self.scores)):
+            np.save(os.path.join(directory, name), np.asarray(arr))
+        terms = [""] * len(self.vocab)
+        for t, i in self.vocab.items():
+            terms[i] = t
+        with open(os.path.join(directory, "vocab.txt"), "w", encoding="utf-8") as f:
+            f.write("\n".join(terms))
+
+    @classmethod
+    def load(cls, directory: str, asins: Sequence[str], k1: float = 0.9, b: float = 0.4) -> "SearchEngine":
+        eng = cls(None, k1, b)
+        arrays = [np.load(os.path.join(directory, name), mmap_mode="r") for name in cls.FILES]
+        with open(os.path.join(directory, "vocab.txt"), encoding="utf-8") as f:
+            terms = f.read().split("\n")
+        eng._set(asins, {t: i for i, t in enumerate(terms)}, *arrays)
+        return eng
+
+
+class IndexBuilder:
+    """One pass over (asin, text) pairs -> term-major arrays of BM25 posting scores."""
+
+    def __init__(self, k1: float = 0.9, b: float = 0.4):
+        self.k1, self.b = k1, b
+        self.asins: list[str] = []
+        self.vocab: dict[str, int] = {}
+        self._terms = array("I")
+        self._tfs = array("I")
+        self._docs = array("I")
+        self._lengths = array("I")
+
+    def add(self, asin: str, text: str) -> None:
+        doc = len(self.asins)
+        self.asins.append(asin)
+        tokens = analyze(text)
+        self._lengths.append(len(tokens))
+        counts: dict[str, int] = {}
+        for t in tokens:
+            counts[t] = counts.get(t, 0) + 1
+        vocab = self.vocab
+        for t, c in counts.items():
+            tid = vocab.get(t)
+            if tid is None:
+                tid = vocab[t] = len(vocab)
+            self._terms.append(tid)
+            self._tfs.append(c)
+        self._docs.extend([doc] * len(counts))
+
+    def finish(self) -> tuple[list[str], dict[str, int], np.ndarray, np.ndarray, np.ndarray]:
+        n_docs = len(self.asins)
+        terms = np.frombuffer(self._terms, dtype=np.uint32)
+        docs = np.frombuffer(self._docs, dtype=np.uint32)
+        tfs = np.frombuffer(self._tfs, dtype=np.uint32).astype(np.float64)
+        lengths = np.frombuffer(self._lengths, dtype=np.uint32).astype(np.int64)
+        df = np.bincount(terms, minlength=len(self.vocab)).astype(np.float64)
+        idf = np.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+        avgdl = float(lengths.sum()) / max(n_docs, 1)
+        norm = self.k1 * (1.0 - self.b + self.b * _quantized(lengths) / max(avgdl, 1e-9))
+        scores = (idf[terms] * tfs / (tfs + norm[docs])).astype(np.float32)
+        order = np.argsort(terms, kind="stable")  # docs stay ascending within a term
+        indptr = np.zeros(len(self.vocab) + 1, dtype=np.int64)
+        np.cumsum(df.astype(np.int64), out=indptr[1:])
+        result = (self.asins, self.vocab, indptr, docs[order].astype(np.int32), scores[order])
+        self._terms = self._tfs = self._docs = self._lengths = array("I")
+        return result
