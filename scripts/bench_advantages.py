@@ -1,14 +1,15 @@
 #!/usr/bin/env python
 """Benchmark the vectorized advantage estimators: time and peak memory for 10^3 .. 10^6 step samples.
 
-    python scripts/bench_advantages.py                      # 1e3..1e6 steps, grpo/gigpo/gaca, one CPU thread
+    python scripts/bench_advantages.py                      # 1e3..1e6 steps, grpo/gigpo/gaca/hgpo/empg, one thread
     python scripts/bench_advantages.py --estimators gaca --loop-max 100000
 
 Batches are synthetic ALFWorld-like (8 rollouts per task, 50-step trajectories; gaca_openrlhf.advantages.synthetic),
 plus the paper's 16x8x50 and the 128x8x50 batch. "ms" is the best of --repeats calls (after one warm-up call);
 "peak MB" is the rise of the peak resident memory during one call, measured in a child process whose large
 allocations are mmap-backed (Linux VmHWM, reset via /proc/self/clear_refs; ru_maxrss growth elsewhere). "loop ms" is one run of the plain-Python
-loop reference on the same batch (sizes up to --loop-max) and "speedup" loop / vectorized.
+loop reference on the same batch (sizes up to --loop-max) and "speedup" loop / vectorized; "x gigpo" is the time
+relative to GiGPO's on the same batch (HGPO/EMPG target: within 3x).
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def peak_mb_in_child(label: str, estimators: list[str], threads: int) -> dict[st
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--estimators", default="grpo,gigpo,gaca", help="comma-separated registered names")
+    parser.add_argument("--estimators", default="grpo,gigpo,gaca,hgpo,empg", help="comma-separated registered names")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-steps", type=float, default=1e6, help="skip sizes above this many steps")
     parser.add_argument("--loop-max", type=float, default=1e5, help="time the Python loop up to this many steps")
@@ -107,7 +108,8 @@ def main() -> int:
         return 0
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
-    print(f"{'batch':>9} {'steps':>8} {'estimator':>14} {'ms':>9} {'peak MB':>8} {'loop ms':>9} {'speedup':>8}")
+    print(f"{'batch':>9} {'steps':>8} {'estimator':>14} {'ms':>9} {'peak MB':>8} {'loop ms':>9} {'speedup':>8} "
+          f"{'x gigpo':>8}")
     for label, tasks, rollouts, steps in SIZES:
         batch = synthetic_batch(tasks, rollouts, steps, seed=0, full_length=True)
         n = len(batch)
@@ -115,6 +117,7 @@ def main() -> int:
             continue
         mem = peak_mb_in_child(label, estimators, args.threads)
         lists = None
+        seconds: dict[str, float] = {}
         for name in estimators:
             cfg = AdvantageConfig(estimator=name)
             compute_advantages(batch, cfg)  # warm-up
@@ -123,18 +126,20 @@ def main() -> int:
                 t0 = time.perf_counter()
                 compute_advantages(batch, cfg)
                 best = min(best, time.perf_counter() - t0)
+            seconds[name] = best
             loop_txt = speed_txt = "-"
             if n <= args.loop_max:
                 if lists is None:
                     lists = [x.tolist() for x in (batch.group_id, batch.traj_id, batch.step_index, batch.anchor_id,
                                                   batch.reward, batch.valid, batch.nll)]
                 t0 = time.perf_counter()
-                reference_advantages(*lists, cfg=cfg)
+                reference_advantages(*lists, cfg=cfg, entropy=batch.entropy.tolist())
                 loop = time.perf_counter() - t0
                 loop_txt, speed_txt = f"{loop * 1e3:.1f}", f"{loop / best:.1f}x"
             mem_txt = f"{mem[name]:.1f}" if name in mem else "?"
-            print(f"{label:>9} {n:>8} {cfg.estimator:>14} {best * 1e3:>9.2f} {mem_txt:>8} {loop_txt:>9} {speed_txt:>8}",
-                  flush=True)
+            ratio = f"{best / seconds['gigpo']:.2f}" if "gigpo" in seconds else "-"  # target for hgpo/empg: <= 3
+            print(f"{label:>9} {n:>8} {cfg.estimator:>14} {best * 1e3:>9.2f} {mem_txt:>8} {loop_txt:>9} {speed_txt:>8} "
+                  f"{ratio:>8}", flush=True)
     return 0
 
 

@@ -83,8 +83,9 @@ def hgpo(ctx: StepContext, cfg: AdvantageConfig) -> AdvantageResult:
     """
     g, n_g = ctx.group
     tr, _ = ctx.traj
+    sg, n_sg, _ = ctx.step_group
     advantage, hist = history_group_advantage(
-        g, n_g, tr, ctx.order, ctx.traj_sizes, ctx.batch.anchor_id, ctx.step_return,
+        g, n_g, tr, ctx.order, ctx.traj_sizes, sg, n_sg, ctx.step_return,
         cfg.history_length, cfg.length_weight_alpha, cfg.mode, cfg.eps,
         base=ctx.episode_advantage if cfg.base_group else None,
     )
