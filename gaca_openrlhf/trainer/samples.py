@@ -7,15 +7,16 @@ iteration's tasks becomes a sample of *this* iteration (the base class slices it
 Step metadata travels as numeric per-sample tensors in ``Experience.info`` (strings crash the training actors):
 ``gaca/group_id``, ``gaca/traj_id``, ``gaca/step_index``, ``gaca/anchor_id``, ``gaca/valid``, ``gaca/nll``
 (mean rollout NLL of the response) and ``gaca/dup_of`` (-1, or the row this one duplicates: see
-:func:`pad_to_multiple`). Failed episodes (environment faults) are logged and excluded; too many failures in a row
-stop training with :class:`EnvFailureError`.
+:func:`pad_to_multiple`). Failed episodes (environment faults) are logged and excluded; most episodes failing in the
+first iteration (a broken environment setup), or in ``--env.max_failed_iters`` iterations in a row, stops training
+with :class:`EnvFailureError`.
 """
 from __future__ import annotations
 
 import random
 import time
 from collections import defaultdict
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import ray
 import torch
@@ -25,13 +26,15 @@ from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator, _coll
 from openrlhf.trainer.ray.vllm_engine import batch_vllm_engine_call
 from openrlhf.utils.logging_utils import init_logger
 
+from .minibatch import MiniBatchPlan
+
 logger = init_logger(__name__)
 
 META_KEYS = ("gaca/group_id", "gaca/traj_id", "gaca/step_index", "gaca/anchor_id", "gaca/dup_of")
 
 
 class EnvFailureError(RuntimeError):
-    """Raised when environment faults keep failing most episodes of consecutive iterations."""
+    """Raised when most episodes fail in the first iteration or in several consecutive iterations."""
 
 
 def step_experience(step: dict, group_id: int, traj_id: int, episode: dict) -> Experience:
@@ -83,7 +86,8 @@ def pad_to_multiple(samples: List[Experience], multiple: int, seed: int) -> List
     """Append copies of randomly chosen samples so that ``len(samples) % multiple == 0``.
 
     DeepSpeed steps the optimizer every fixed number of micro-batches; a ragged tail would leak its gradient into
-    the next iteration. The copies (at most multiple - 1, marked by ``gaca/dup_of``) take their original's advantage.
+    the next iteration. The copies (at most multiple - 1, marked by ``gaca/dup_of`` = the original's position) are
+    masked out of the loss by the advantage hook (:class:`~.experience.StepExperienceMaker`).
     """
     extra = (-len(samples)) % multiple
     rng = random.Random(seed)
@@ -123,16 +127,24 @@ def episode_stats(episodes: List[dict]) -> dict:
 class StepSamplesGenerator(SamplesGenerator):
     """Runs the iteration's tasks (n episodes each) and returns all their steps as samples."""
 
-    def __init__(self, *args, pad_multiple: int = 1, max_failed_frac: float = 0.5, max_failed_iters: int = 3,
-                 **kwargs):
+    def __init__(self, *args, plan_fn: Optional[Callable[[int], MiniBatchPlan]] = None, max_failed_frac: float = 0.5,
+                 max_failed_iters: int = 3, **kwargs):
+        """``plan_fn(num_step_samples)`` gives the iteration's padding and update count (:mod:`.minibatch`)."""
         super().__init__(*args, **kwargs)
-        self.pad_multiple = max(1, pad_multiple)
+        self.plan_fn = plan_fn
         self.max_failed_frac = max_failed_frac
         self.max_failed_iters = max_failed_iters
         self._failed_iters = 0
+        self._iterations_seen = 0
         self._next_group_id = 0
         self.last_stats: dict = {}
         self.last_episodes: List[dict] = []
+        self.last_plan: Optional[MiniBatchPlan] = None
+
+    def _run_episodes(self, prompts, labels, images, **generate_kwargs) -> List[List[dict]]:
+        """One list of n episode dicts per task, from the agent executors in the vLLM engines."""
+        refs = self._dispatch_prompts_to_vllm(prompts, labels, images=images, **generate_kwargs)
+        return ray.get(refs)
 
     @torch.no_grad()
     def generate_samples(self, **generate_kwargs) -> Tuple[List[Experience], Optional[float], int, bool]:
@@ -155,8 +167,7 @@ class StepSamplesGenerator(SamplesGenerator):
             self.last_stats, self.last_episodes = {}, []
             return [], 0, True
         t0 = time.time()
-        refs = self._dispatch_prompts_to_vllm(prompts, labels, images=images, **generate_kwargs)
-        groups = ray.get(refs)  # one list of n episode dicts per task
+        groups = self._run_episodes(prompts, labels, images, **generate_kwargs)
         wall = time.time() - t0
 
         if groups and groups[0] and "steps" not in groups[0][0]:
@@ -186,14 +197,25 @@ class StepSamplesGenerator(SamplesGenerator):
         stats.update({"timing/rollout": wall, "timing/environment": wall * share, "timing/generation": wall * (1 - share)})
         self._check_failures(stats, len(episodes))
         self.last_stats, self.last_episodes = stats, episodes
-        if samples:
-            samples = pad_to_multiple(samples, self.pad_multiple, seed=self._next_group_id)
+        self.last_plan = None
+        if samples and self.plan_fn is not None:
+            self.last_plan = self.plan_fn(len(samples))
+            samples = pad_to_multiple(samples, self.last_plan.padded, seed=self._next_group_id)
         stats["rollout/num_padded_samples"] = float(len(samples) - stats["rollout/num_step_samples"])
         return samples, len(prompts), exhausted
 
     def _check_failures(self, stats: dict, n_episodes: int) -> None:
         failed_frac = stats["rollout/failed_episodes"] / max(n_episodes, 1)
+        first = self._iterations_seen == 0
+        self._iterations_seen += 1
         self._failed_iters = self._failed_iters + 1 if failed_frac > self.max_failed_frac else 0
+        if first and self._failed_iters:
+            raise EnvFailureError(
+                f"iteration 1: {int(stats['rollout/failed_episodes'])}/{n_episodes} episodes failed (more than "
+                f"{self.max_failed_frac:.0%}): the environment setup is likely broken, not the model. Check the "
+                "warnings above: ALFWorld data (ALFWORLD_DATA) or game generation, env workers that could not be "
+                "scheduled or crashed (Ray resources, --env.timeout_s), or the WebShop server (URL, health)"
+            )
         if self._failed_iters >= self.max_failed_iters:
             raise EnvFailureError(
                 f"environment failures: more than {self.max_failed_frac:.0%} of the episodes failed in "

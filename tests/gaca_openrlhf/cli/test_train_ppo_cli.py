@@ -6,8 +6,8 @@ from gaca_openrlhf.cli.train_ppo import parse_args  # noqa: E402
 from gaca_openrlhf.rollout import AGENT_FUNC_PATH  # noqa: E402
 from gaca_openrlhf.trainer.ppo_trainer import advantage_config, updates_per_iteration  # noqa: E402
 
-BASE = ["--actor.model_name_or_path", "m", "--actor.num_gpus_per_node", "1", "--rollout.batch_size", "4",
-        "--rollout.n_samples_per_prompt", "2", "--algo.kl.init_coef", "0"]
+BASE = ["--actor.model_name_or_path", "m", "--actor.num_gpus_per_node", "1", "--vllm.num_engines", "1",
+        "--rollout.batch_size", "4", "--rollout.n_samples_per_prompt", "2", "--algo.kl.init_coef", "0"]
 
 
 def test_project_estimators_and_options():
@@ -34,3 +34,52 @@ def test_openrlhf_estimators_still_accepted_and_validation_kept():
 def test_step_estimator_needs_kl_loss():
     with pytest.raises(SystemExit):
         parse_args(BASE[:-2] + ["--algo.kl.init_coef", "0.01", "--algo.advantage.estimator", "grpo"])
+
+
+def _step(*extra):
+    return BASE + ["--algo.advantage.estimator", "gaca", "--env.name", "toy", *extra]
+
+
+def test_mini_batch_steps_sets_the_deepspeed_batch():
+    args = parse_args(_step("--actor.num_gpus_per_node", "4", "--train.micro_batch_size", "2",
+                            "--gaca.mini_batch_steps", "16"))
+    assert args.gaca.mini_batch_steps == 16 and args.train.batch_size == 16
+    with pytest.raises(SystemExit, match="multiple of --train.micro_batch_size x DP ranks = 2 x 4"):
+        parse_args(_step("--actor.num_gpus_per_node", "4", "--train.micro_batch_size", "2",
+                         "--gaca.mini_batch_steps", "12"))
+    with pytest.raises(SystemExit, match="not both"):
+        parse_args(_step("--gaca.mini_batch_steps", "4", "--gaca.updates_per_iteration", "2"))
+
+
+def test_deprecated_update_count_checks_deepspeed_batch():
+    """The WebShop script's old --train.batch_size 64 with micro 16 on 8 ranks failed inside DeepSpeed."""
+    with pytest.raises(SystemExit, match="--train.batch_size 64 must be a multiple"):
+        parse_args(_step("--actor.num_gpus_per_node", "8", "--train.micro_batch_size", "16",
+                         "--train.batch_size", "64", "--rollout.batch_size", "16"))
+
+
+def test_step_estimators_reject_a_single_rollout_per_task():
+    with pytest.raises(SystemExit, match="n_samples_per_prompt must be >= 2"):
+        parse_args(_step("--rollout.n_samples_per_prompt", "1"))
+
+
+def test_step_estimators_need_vllm_engines():
+    i = BASE.index("--vllm.num_engines")
+    argv = BASE[:i] + BASE[i + 2:] + ["--algo.advantage.estimator", "grpo", "--env.name", "toy"]
+    with pytest.raises(SystemExit, match="--vllm.num_engines"):
+        parse_args(argv)
+
+
+def test_openrlhf_launch_checks_restored():
+    colocated = ["--train.colocate_all", "--actor.num_gpus_per_node", "4", "--ref.num_gpus_per_node", "4"]
+    with pytest.raises(SystemExit, match=r"actor GPUs \(4.*engines x TP \(1 x 2\)"):
+        parse_args(_step(*colocated, "--vllm.tensor_parallel_size", "2"))
+    assert parse_args(_step(*colocated, "--vllm.num_engines", "2", "--vllm.tensor_parallel_size", "2"))
+    with pytest.raises(SystemExit, match="reference model"):
+        parse_args(_step("--train.colocate_actor_ref", "--actor.num_gpus_per_node", "4", "--ref.num_gpus_per_node",
+                         "2", "--algo.kl.init_coef", "0.01", "--algo.kl.use_loss"))
+
+
+def test_sync_gap_limit_option():
+    assert parse_args(_step()).gaca.max_logprob_gap == pytest.approx(0.1)
+    assert parse_args(_step("--gaca.max_logprob_gap", "0")).gaca.max_logprob_gap == 0.0

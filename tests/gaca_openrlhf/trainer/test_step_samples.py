@@ -72,7 +72,7 @@ def test_repeated_env_failures_stop_with_clear_error():
     from gaca_openrlhf.trainer.samples import EnvFailureError, StepSamplesGenerator
 
     gen = StepSamplesGenerator.__new__(StepSamplesGenerator)
-    gen.max_failed_frac, gen.max_failed_iters, gen._failed_iters = 0.5, 2, 0
+    gen.max_failed_frac, gen.max_failed_iters, gen._failed_iters, gen._iterations_seen = 0.5, 2, 0, 0
     gen._check_failures({"rollout/failed_episodes": 1.0}, 4)  # 25%: fine
     gen._check_failures({"rollout/failed_episodes": 3.0}, 4)  # 75%: first failing iteration
     assert gen._failed_iters == 1

@@ -1,0 +1,89 @@
+"""GacaPPOTrainer.fit (the real loop) with the model side stubbed: data position on resume and fail-fast checks.
+
+The rollouts come from the real StepSamplesGenerator over a real stateful dataloader with scripted episodes
+(test_step_grouping.ScriptedGenerator); ``train_step`` (the Ray actor groups: experience pass, PPO update, weight
+sync) is replaced by a stub that records which tasks each iteration trained on and returns a status.
+"""
+import copy
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from gaca_openrlhf.trainer.metrics import MetricsWriter
+from gaca_openrlhf.trainer.ppo_trainer import GacaPPOTrainer, WeightSyncError, check_sync_gap
+from test_step_grouping import ScriptedGenerator  # same folder (pytest's rootdir import mode)
+
+TASKS = {f"task-{i}": [1, 2] for i in range(6)}
+
+
+class Loop(GacaPPOTrainer):
+    def __init__(self, tmp_path, max_iterations=0, checkpoint=None, status=None, script=TASKS):
+        self.args = SimpleNamespace(train=SimpleNamespace(num_episodes=1),
+                                    gaca=SimpleNamespace(max_iterations=max_iterations, max_logprob_gap=0.1))
+        self.samples_generator = ScriptedGenerator(script, n_prompts=len(script), batch_size=2)
+        self.prompts_dataloader = self.samples_generator.prompts_dataloader
+        self.generate_kwargs, self.wandb_logger, self.tensorboard_logger = {}, None, None
+        self.best_eval_metric_key, self.best_eval_metric_value, self._latest_eval_metric_value = "", float("-inf"), None
+        self.metrics = MetricsWriter(str(tmp_path))
+        self.checkpoint, self.status = checkpoint, status or {"sync/logprob_gap": 0.001}
+        self.trained, self.saved, self.syncs = [], [], 0
+
+    def init_checkpoint_states(self):
+        return self.checkpoint or {"episode": 0, "global_step": 0, "total_consumed_prompts": 0,
+                                   "data_loader_state_dict": {}}
+
+    def broadcast_to_vllm(self):
+        self.syncs += 1
+
+    def train_step(self, rollout_samples, global_step):
+        self.trained.append(sorted({s.prompts[0] for s in rollout_samples}))
+        return dict(self.status), global_step + 1
+
+    def save_logs_and_checkpoints(self, global_step, logs_dict=None, client_states=None):
+        self.saved.append(copy.deepcopy(client_states))
+
+
+def test_resume_continues_at_the_saved_data_position(tmp_path):
+    full = Loop(tmp_path / "full")
+    full.fit()
+    assert full.trained == [["task-0", "task-1"], ["task-2", "task-3"], ["task-4", "task-5"]]
+
+    first = Loop(tmp_path / "run", max_iterations=1)
+    first.fit()
+    assert first.trained == [["task-0", "task-1"]] and first.saved[-1]["global_step"] == 1
+    resumed = Loop(tmp_path / "run", checkpoint=first.saved[-1])
+    resumed.fit()
+    # the resumed run trains exactly the iterations the uninterrupted one did after iteration 1
+    assert resumed.trained == full.trained[1:]
+    assert resumed.syncs == 1  # the loaded weights go to vLLM before rolling out
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in lines] == [1, 2, 3]
+
+
+def test_broken_weight_sync_stops_in_iteration_1(tmp_path):
+    loop = Loop(tmp_path, status={"sync/logprob_gap": 0.6})
+    with pytest.raises(WeightSyncError, match="broken weight sync"):
+        loop.fit()
+    assert len(loop.trained) == 1  # iteration 1, not after the run
+    record = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
+    assert record["sync/logprob_gap"] == 0.6  # logged before stopping
+
+
+def test_broken_env_setup_stops_in_iteration_1(tmp_path):
+    from gaca_openrlhf.trainer.samples import EnvFailureError
+
+    loop = Loop(tmp_path, script={"task-0": [None, None], "task-1": [None, 1]})
+    with pytest.raises(EnvFailureError, match="iteration 1: 3/4 episodes failed"):
+        loop.fit()
+    assert loop.trained == []
+
+
+def test_sync_gap_check():
+    check_sync_gap({"sync/logprob_gap": 0.05}, 0.1)
+    check_sync_gap({}, 0.1)  # probe off
+    check_sync_gap({"sync/logprob_gap": 3.0}, 0.0)  # check off
+    with pytest.raises(WeightSyncError, match="0.2 > --gaca.max_logprob_gap 0.1"):
+        check_sync_gap({"sync/logprob_gap": 0.2}, 0.1)
+    with pytest.raises(WeightSyncError):
+        check_sync_gap({"sync/logprob_gap": float("nan")}, 0.1)
