@@ -10,14 +10,36 @@ resets of one game only reload the SAS text into the search library (millisecond
 Fast Downward's *planner* is never called here: the walkthroughs come from ALFWorld's handcoded expert
 (:mod:`agents.alfworld.expert`), and ``policy_commands`` (which would call the planner) is never requested.
 
-Note: the Fast Downward library keeps one task per process, so one process runs one game at a time; run
-several environments in parallel as separate processes (:mod:`agents.alfworld.workers`).
+Two more caches make resets cheap for the group pattern (the n episodes of one task run on n workers):
+
+- **on-disk translation cache** (node-wide, shared by every worker process): a translated game is pickled to
+  ``$GACA_ALFWORLD_CACHE`` (default ``~/.cache/gaca/alfworld-translations``; ``0``/``off`` disables), keyed by the
+  SHA-256 of the game file's content plus the TextWorld/Fast Downward/cache-format versions. The first process that
+  misses takes a per-key ``flock`` and translates; concurrent processes wait on that lock and then read the entry
+  instead of translating again. Entries are written to a temporary file and ``os.replace``d (atomic), so a reader
+  never sees a partial entry; an unreadable entry counts as a miss and is rewritten.
+- **initial-state derivations**: the intro text and the initial admissible commands (TextWorld derives every command
+  from the grammar, ~20-90 ms) are the same on every reset of a game; they are computed once with ALFWorld's
+  demangled names, stored with the translation, and reused when the live names match (otherwise derived normally).
+
+Thread safety: TextWorld's grammar parser (tatsu), Fast Downward's translator (module globals, ``sys.argv``) and the
+memo caches above are not thread-safe, so every ``GameEngine`` call holds one process-wide lock (``ENGINE_LOCK``):
+concurrent in-process environments are correct but take turns. Each TextWorld ``PddlEnv`` loads its own copy of
+the Fast Downward library, so environments do not share search state. For parallel throughput use the Ray backend
+(one process per environment, :mod:`agents.alfworld.workers`).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
 import os
+import pickle
 import sys
+import tempfile
+import threading
+import zlib
 from copy import deepcopy
 from collections import OrderedDict, Counter, defaultdict
 from dataclasses import dataclass
@@ -31,6 +53,14 @@ from textworld.logic import Proposition, Variable
 import fast_downward
 
 from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+from alfworld.agents.utils.misc import Demangler
+
+#: held by every GameEngine call (see module docstring): TextWorld's parser and Fast Downward's translator are not
+#: thread-safe. Re-entrant so that helpers called under it may take it again.
+ENGINE_LOCK = threading.RLock()
+
+#: bump when the pickled layout of ``_Translated`` changes (old entries are then ignored, not misread)
+CACHE_FORMAT = 3
 
 
 # ---------------------------------------------------------------------------------------------- speedups
@@ -82,10 +112,12 @@ class _Translated:
 
     data: dict
     logic: Any  # textworld.envs.pddl.logic.GameLogic
-    task: Any  # fast_downward translate task
+    task: Any  # _TaskInfo: what PddlState reads of Fast Downward's translated task
     sas: str
     sas_replan: str
     init_facts: list
+    state_facts: list | None = None  # facts of the initial SAS state (filled by the first _CachedPddlState)
+    initial: dict | None = None  # reset-time derivations (see _derive_initial)
 
 
 class _CachedPddlState(pddl_logic.PddlState):
@@ -105,11 +137,35 @@ class _CachedPddlState(pddl_logic.PddlState):
         self.downward_lib.load_sas_replan(self.sas_replan.encode("utf-8"))
         self.name2type = {o.name: o.type_name for o in self.task.objects}
         self.add_facts(t.init_facts)
-        size = self.downward_lib.get_state_size()
-        atoms = (pddl_logic.Atom * size)()
-        self.downward_lib.get_state(atoms)
-        facts = [atom.get_fact(self.name2type) for atom in atoms]
-        self.add_facts([f for f in facts if not f.is_negation])
+        if t.state_facts is None:  # the initial SAS state's facts: the same on every load of this game
+            size = self.downward_lib.get_state_size()
+            atoms = (pddl_logic.Atom * size)()
+            self.downward_lib.get_state(atoms)
+            facts = [atom.get_fact(self.name2type) for atom in atoms]
+            t.state_facts = [f for f in facts if not f.is_negation]
+        self.add_facts(t.state_facts)
+
+
+@dataclass(frozen=True)
+class _Param:
+    name: str
+    type_name: str
+
+
+@dataclass(frozen=True)
+class _ActionSchema:
+    name: str
+    parameters: tuple
+
+
+@dataclass
+class _TaskInfo:
+    """The parts of Fast Downward's translated task that ``PddlState`` reads (action parameters, objects).
+    Kept instead of the task itself: it is smaller, and Fast Downward's objects cache their ``hash()`` (string
+    hashes differ between processes, so a pickled task would be corrupt in another process)."""
+
+    actions: tuple
+    objects: tuple  # of _Param (name, type_name)
 
 
 def _translate(data: dict) -> _Translated:
@@ -137,19 +193,191 @@ def _translate(data: dict) -> _Translated:
             name = f"{atom.expression.value}"
             if not name.isdigit():
                 init.append(Proposition(name, [Variable(a, name2type[a]) for a in atom.fluent.args]))
-    return _Translated(data=data, logic=logic, task=task, sas=sas, sas_replan=sas_replan, init_facts=init)
+    info = _TaskInfo(
+        actions=tuple(_ActionSchema(a.name, tuple(_Param(p.name, p.type_name) for p in a.parameters))
+                      for a in task.actions),
+        objects=tuple(_Param(o.name, o.type_name) for o in task.objects))
+    return _Translated(data=data, logic=logic, task=info, sas=sas, sas_replan=sas_replan, init_facts=init)
+
+
+class _HashSafePickler(pickle.Pickler):
+    """Pickles TextWorld's logic objects by constructor call: they cache ``hash()`` of strings in a slot, and string
+    hashes are salted per process, so their default pickle would carry stale hashes into another process (sets
+    and dicts of facts then silently miss). Rebuilding them also goes through TextWorld's interning metaclasses."""
+
+    def reducer_override(self, obj):
+        from textworld.logic import Placeholder, Signature
+
+        t = type(obj)
+        if t is Variable or t is Placeholder:
+            return t, (obj.name, obj.type)
+        if t is Signature:
+            return t, (obj.name, obj.types)
+        if t is Proposition:
+            return t, (obj.name, obj.arguments)
+        return NotImplemented
+
+
+def _dumps(value) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    _HashSafePickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    return buf.getvalue()
+
+
+def _speedups_disabled() -> bool:
+    return bool(os.environ.get("GACA_ALFWORLD_NO_SPEEDUPS"))
+
+
+def disk_cache_dir() -> str | None:
+    """Directory of the node-wide translation cache, or None when disabled (``GACA_ALFWORLD_CACHE=0``)."""
+    value = os.environ.get("GACA_ALFWORLD_CACHE", "").strip()
+    if value.lower() in ("0", "off", "false", "none", "no"):
+        return None
+    if value:
+        return value
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "gaca", "alfworld-translations")
+
+
+def _versions_tag() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    parts = [f"format{CACHE_FORMAT}", f"py{sys.version_info[0]}.{sys.version_info[1]}"]
+    for dist in ("textworld", "fast-downward-textworld", "alfworld"):
+        try:
+            parts.append(f"{dist}={version(dist)}")
+        except PackageNotFoundError:
+            parts.append(f"{dist}=?")
+    return "|".join(parts)
+
+
+class DiskCache:
+    """Node-wide cache of translated games: ``<dir>/<sha256>.pkl.z`` (zlib-compressed pickle).
+
+    Only this project writes these files (pickle: keep the directory private to the user, as the default is).
+    ``get_or_create`` serializes creation per key across processes with ``flock`` on ``<key>.lock``.
+    """
+
+    def __init__(self, directory: str) -> None:
+        self.dir = directory
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        self._tag = _versions_tag().encode()
+        self.hits = 0
+        self.misses = 0
+
+    def key_of(self, gamefile: str) -> str:
+        h = hashlib.sha256(self._tag)
+        with open(gamefile, "rb") as f:
+            h.update(f.read())
+        return h.hexdigest()
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.dir, key + ".pkl.z")
+
+    def get(self, key: str):
+        path = self._path(key)
+        try:
+            with open(path, "rb") as f:
+                blob = f.read()
+        except FileNotFoundError:
+            return None
+        try:
+            return pickle.loads(zlib.decompress(blob))
+        except Exception:  # truncated/corrupt/old entry: a miss (it is rewritten atomically)
+            return None
+
+    def put(self, key: str, value) -> None:
+        blob = zlib.compress(_dumps(value), 1)
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{key[:16]}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(blob)
+            os.replace(tmp, self._path(key))  # atomic: readers see the old file or the whole new one
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def get_or_create(self, key: str, make):
+        """The entry for ``key``; on a miss, ``make()`` runs in exactly one process at a time per key."""
+        value = self.get(key)
+        if value is not None:
+            self.hits += 1
+            return value
+        with open(os.path.join(self.dir, key + ".lock"), "a+b") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                value = self.get(key)  # another process may have written it while we waited
+                if value is not None:
+                    self.hits += 1
+                    return value
+                self.misses += 1
+                value = make()
+                self.put(key, value)
+                return value
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def _demangled_names(entity_infos: dict) -> dict[str, str]:
+    """The names ``AlfredDemangler(shuffle=False)`` gives (same Demangler class, same order)."""
+    demangler = Demangler(game_infos=entity_infos, shuffle=False)
+    return {k: demangler.demangle_alfred_name(info.id) for k, info in entity_infos.items()}
+
+
+def _derive_initial(pddl_state, logic, entity_infos: dict) -> dict:
+    """What ``PddlEnv.reset`` derives from the grammar for the initial state: intro text and the admissible
+    commands (same code path as ``PddlEnv.reset``/``_gather_infos``)."""
+    context = {"state": pddl_state, "facts": list(pddl_state.facts), "variables": {}, "mapping": {},
+               "entity_infos": entity_infos}
+    feedback = logic.grammar.derive("#intro#", context)
+    actions = list(pddl_state.all_applicable_actions())
+    mapping = {k: info.name for k, info in entity_infos.items()}
+    templates, commands = [], []
+    for action in actions:
+        ctx = {"state": pddl_state, "facts": list(pddl_state.facts),
+               "variables": {ph.name: entity_infos[var.name] for ph, var in action.mapping.items()},
+               "mapping": action.mapping, "entity_infos": entity_infos}
+        action.command_template = logic.grammar.derive(action.command_template, ctx)
+        templates.append(action.command_template)
+        commands.append(action.format_command(mapping))
+    return {"names": dict(mapping), "feedback": feedback, "action_ids": [a.id for a in actions],
+            "templates": templates, "valid_commands": commands, "admissible": sorted(set(commands))}
 
 
 class CachedPddlEnv(PddlEnv):
-    """TextWorld's ``PddlEnv`` with an LRU cache of parsed/translated games (see module docstring)."""
+    """TextWorld's ``PddlEnv`` with an LRU cache of parsed/translated games, backed by the node-wide
+    :class:`DiskCache` (see module docstring)."""
 
-    def __init__(self, infos=None, cache_size: int = 32) -> None:
+    def __init__(self, infos=None, cache_size: int = 32, disk_cache: str | None | bool = True) -> None:
         super().__init__(infos)
         self.cache_size = int(cache_size)
         self._cache: OrderedDict[str, _Translated] = OrderedDict()
         self._current: _Translated | None = None
+        self._fresh = False  # the state built by load() has not been played yet: reset() may reuse it
         self.cache_hits = 0
         self.cache_misses = 0
+        if disk_cache is True:
+            disk_cache = disk_cache_dir()
+        self.disk = DiskCache(disk_cache) if disk_cache else None
+
+    def _prepare(self, data: dict) -> _Translated:
+        """Translate a game and precompute its initial-state derivations (with ALFWorld's demangled names)."""
+        t = _translate(data)
+        if not _speedups_disabled():
+            state = _CachedPddlState(self.downward_lib, t)
+            saved = self._pddl_state if hasattr(self, "_pddl_state") else None
+            self._pddl_state = state
+            try:
+                infos = self._get_entity_infos()
+            finally:
+                self._pddl_state = saved
+            for k, name in _demangled_names(infos).items():
+                infos[k].name = name
+            t.initial = _derive_initial(state, t.logic, infos)
+        return t
 
     def _lookup(self, key: str, data: dict | None) -> _Translated:
         hit = self._cache.get(key)
@@ -158,10 +386,16 @@ class CachedPddlEnv(PddlEnv):
             self.cache_hits += 1
             return hit
         self.cache_misses += 1
-        if data is None:
-            with open(key) as f:
-                data = json.load(f)
-        t = _translate(data)
+        if data is None and self.disk is not None:
+            def make() -> _Translated:
+                with open(key) as f:
+                    return self._prepare(json.load(f))
+            t = self.disk.get_or_create(self.disk.key_of(key), make)
+        else:
+            if data is None:
+                with open(key) as f:
+                    data = json.load(f)
+            t = self._prepare(data)
         self._cache[key] = t
         while len(self._cache) > max(1, self.cache_size):
             self._cache.popitem(last=False)
@@ -181,62 +415,109 @@ class CachedPddlEnv(PddlEnv):
         self.walkthrough = t.data.get("walkthrough", None)
         self._logic = t.logic
         self._pddl_state = _CachedPddlState(self.downward_lib, t)
+        self._fresh = True
         self._entity_infos = self._get_entity_infos()
 
     def reset(self):
         # PddlEnv.reset rebuilds the state from the PDDL text (a full re-translation); rebuild it from the cache
         # instead. The rest mirrors PddlEnv.reset: intro text from the grammar, then the requested infos.
         assert self._current is not None, "call load() first"
-        self._pddl_state = _CachedPddlState(self.downward_lib, self._current)
+        if not self._fresh:
+            self._pddl_state = _CachedPddlState(self.downward_lib, self._current)
+        self._fresh = False
         self.prev_state = None
         self.state = GameState()
         self._last_action = None
         self._moves = 0
-        context = {
-            "state": self._pddl_state,
-            "facts": list(self._pddl_state.facts),
-            "variables": {},
-            "mapping": {},
-            "entity_infos": self._entity_infos,
-        }
-        self.state.feedback = self._logic.grammar.derive("#intro#", context)
-        self.state.raw = self.state.feedback
-        self._gather_infos()
+        initial = self._current.initial
+        names = {k: info.name for k, info in self._entity_infos.items()}
+        if initial is not None and initial["names"] == names and not _speedups_disabled():
+            self.state.feedback = initial["feedback"]
+            self.state.raw = self.state.feedback
+            self._gather_initial_infos(initial)
+        else:
+            context = {
+                "state": self._pddl_state,
+                "facts": list(self._pddl_state.facts),
+                "variables": {},
+                "mapping": {},
+                "entity_infos": self._entity_infos,
+            }
+            self.state.feedback = self._logic.grammar.derive("#intro#", context)
+            self.state.raw = self.state.feedback
+            self._gather_infos()
         if "walkthrough" in self.request_infos.extras:
             self.state["extra.walkthrough"] = self.walkthrough or []
         return self.state
+
+    def _gather_initial_infos(self, initial: dict) -> None:
+        """``PddlEnv._gather_infos`` for the initial state, with the grammar derivations taken from the cache."""
+        actions = list(self._pddl_state.all_applicable_actions())
+        if [a.id for a in actions] != initial["action_ids"]:  # never expected; stay exact if it happens
+            self._gather_infos()
+            return
+        self.state["command_templates"] = sorted(set(action.template for action in self._logic.actions.values()))
+        self.state["won"] = self._pddl_state.check_goal()
+        self.state["lost"] = False
+        self.state["_entity_infos"] = dict(self._entity_infos)
+        self.state["_facts"] = list(self._pddl_state.facts)
+        if self.request_infos.facts:
+            self.state["facts"] = list(map(self._get_human_readable_fact, self.state["_facts"]))
+        self.state["last_action"] = None
+        self.state["_last_action"] = self._last_action
+        for action, template in zip(actions, initial["templates"]):
+            action.command_template = template
+        self.state["_valid_actions"] = actions
+        self.state["_valid_commands"] = list(initial["valid_commands"])
+        self.state["admissible_commands"] = list(initial["admissible"])
+        if self.request_infos.moves:
+            self.state["moves"] = self._moves
+        if self.request_infos.policy_commands:
+            self.state["policy_commands"] = self._pddl_state.replan(self._entity_infos)
 
 
 class GameEngine:
     """One ALFWorld game at a time: ``load(path)``, ``reset()``, ``step(command)`` (TextWorld game states).
 
     request_facts: also return the PDDL facts (needed by the handcoded expert; costs a few ms per step).
+    disk_cache: True = the node-wide cache at :func:`disk_cache_dir` (``$GACA_ALFWORLD_CACHE``), a directory, or
+    None/False for none. Every call holds ``ENGINE_LOCK`` (thread safety, see module docstring).
     """
 
-    def __init__(self, cache_size: int = 32, request_facts: bool = False) -> None:
-        install_speedups()
-        infos = textworld.EnvInfos(won=True, admissible_commands=True, facts=request_facts, extras=["gamefile"])
-        self._pddl = CachedPddlEnv(infos, cache_size=cache_size)
-        self.env = AlfredInfos(AlfredDemangler(self._pddl, shuffle=False))
+    def __init__(self, cache_size: int = 32, request_facts: bool = False, disk_cache: str | None | bool = True) -> None:
+        with ENGINE_LOCK:
+            install_speedups()
+            infos = textworld.EnvInfos(won=True, admissible_commands=True, facts=request_facts,
+                                       extras=["gamefile"])
+            self._pddl = CachedPddlEnv(infos, cache_size=cache_size, disk_cache=disk_cache)
+            self.env = AlfredInfos(AlfredDemangler(self._pddl, shuffle=False))
         self.loaded: str | None = None
 
     def load(self, gamefile: str) -> None:
-        if self.loaded == gamefile:  # already the active game: reset() rebuilds its state from the cache
-            self._pddl.cache_hits += 1
-            return
-        self.env.load(gamefile)
-        self.loaded = gamefile
+        with ENGINE_LOCK:
+            if self.loaded == gamefile:  # already the active game: reset() rebuilds its state from the cache
+                self._pddl.cache_hits += 1
+                return
+            self.loaded = None
+            self.env.load(gamefile)
+            self.loaded = gamefile
 
     def reset(self):
-        return self.env.reset()
+        with ENGINE_LOCK:
+            return self.env.reset()
 
     def step(self, command: str):
-        return self.env.step(command)
+        with ENGINE_LOCK:
+            return self.env.step(command)
 
     @property
     def cache_info(self) -> dict[str, int]:
-        return {"hits": self._pddl.cache_hits, "misses": self._pddl.cache_misses, "size": len(self._pddl._cache)}
+        info = {"hits": self._pddl.cache_hits, "misses": self._pddl.cache_misses, "size": len(self._pddl._cache)}
+        if self._pddl.disk is not None:
+            info.update(disk_hits=self._pddl.disk.hits, disk_misses=self._pddl.disk.misses)
+        return info
 
     def close(self) -> None:
-        self._pddl._cache.clear()
-        self.loaded = None
+        with ENGINE_LOCK:
+            self._pddl._cache.clear()
+            self.loaded = None

@@ -11,6 +11,18 @@ import os
 import pytest
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_translation_cache(tmp_path_factory):
+    """Tests use their own node-wide translation cache (agents/alfworld/engine.py), not ~/.cache."""
+    old = os.environ.get("GACA_ALFWORLD_CACHE")
+    os.environ["GACA_ALFWORLD_CACHE"] = str(tmp_path_factory.mktemp("alfworld_translations"))
+    yield
+    if old is None:
+        os.environ.pop("GACA_ALFWORLD_CACHE", None)
+    else:
+        os.environ["GACA_ALFWORLD_CACHE"] = old
+
+
 @pytest.fixture(scope="session")
 def six_games(tmp_path_factory) -> str:
     """A data root with one expert-validated game of each of the six task types (train split, seed 0)."""
