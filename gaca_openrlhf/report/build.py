@@ -4,13 +4,20 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from datetime import datetime, timezone
 
 from gaca_openrlhf.report.data import NAN, Run
 from gaca_openrlhf.report.reference import PAPER_NOTES, PAPER_RESULTS, SETUP
 
-#: the last FINAL_WINDOW logged iterations make a run's "final" value
+#: the last FINAL_WINDOW logged iterations make a run's "final" training value
 FINAL_WINDOW = 5
+#: the model label of an evaluation of the run's own (final) model folder
+FINAL = "final"
+GENERATED_DATA_WARNING = (
+    "**Generated data.** Some evaluations here ran on generated data (ALFWorld games generated offline from the "
+    "alfworld wheel's assets, or the generated WebShop catalog), not on the benchmarks' real data: their numbers "
+    "are NOT comparable with published results.")
 SMOOTH = 5
 
 #: file name -> (title, [(metric key, y label)])
@@ -39,11 +46,6 @@ def final_value(run: Run, key: str, window: int = FINAL_WINDOW) -> float:
     """Mean of the key over the last ``window`` iterations that logged a finite value."""
     vals = run.finite(key)
     return _mean(vals[-window:]) if vals else NAN
-
-
-def best_value(run: Run, key: str) -> float:
-    vals = run.finite(key)
-    return max(vals) if vals else NAN
 
 
 def moving_average(values: list[float], window: int) -> list[float]:
@@ -113,21 +115,25 @@ def _line_plot(runs: list[Run], path: str, title: str, panels: list[tuple[str, s
 
 
 def _eval_plot(runs: list[Run], path: str) -> None:
+    """One bar per (run, model, panel, temperature): mean success over seeds, population-SD error bar."""
     plt = _plt()
-    rows = [(run.name, ev) for run in runs for ev in run.evals]
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.0 + 0.8 * len(rows)), 3.8))
+    names = [r.name for r in runs]
+    rows = [(run.name, g) for run in runs for g in eval_groups(eval_records(run))[0] if g["num_results"]]
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.0 + 0.9 * len(rows)), 3.8))
     if rows:
-        labels = [f"{name}\n{_panel_of(ev)}" for name, ev in rows]
-        vals = [ev.get("success_rate") if _fin(ev.get("success_rate")) else 0.0 for _, ev in rows]
-        ax.bar(range(len(rows)), vals, color=[f"C{[r.name for r in runs].index(n) % 10}" for n, _ in rows])
-        ax.set_xticks(range(len(rows)), labels, fontsize=7)
-        ax.set_ylim(0, 1)
-        ax.set_ylabel("eval success rate")
-        for i, v in enumerate(vals):
-            ax.text(i, v + 0.01, f"{v:.3f}", ha="center", fontsize=7)
+        labels = [f"{name}\n{g['model']}\n{g['panel']} T={g['temperature']}" for name, g in rows]
+        vals = [g["mean_success"] for _, g in rows]
+        errs = [g["std_success"] if _fin(g["std_success"]) else 0.0 for _, g in rows]
+        ax.bar(range(len(rows)), vals, yerr=errs, capsize=3,
+               color=[f"C{names.index(n) % 10}" for n, _ in rows])
+        ax.set_xticks(range(len(rows)), labels, fontsize=6)
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel("eval success (mean over seeds)")
+        for i, (v, (_, g)) in enumerate(zip(vals, rows)):
+            ax.text(i, min(v + 0.02, 1.0), f"{v:.3f}\nn={g['num_results']}", ha="center", fontsize=6)
     else:
         _no_data(ax, "no eval*.json results")
-    ax.set_title("Evaluation success (fixed panels and seeds)")
+    ax.set_title("Evaluation success (fixed panels; error bar: population SD over seeds)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -171,6 +177,123 @@ def _panel_of(ev: dict) -> str:
     return str(cfg.get("panel") or os.path.splitext(os.path.basename(ev.get("_file", "")))[0])
 
 
+def model_label(ev: dict, run: Run) -> str:
+    """Which model an evaluation ran: ``final`` (the run folder itself, the trained model), a checkpoint folder
+    relative to the run (``ckpt/global_step5_hf``), another path as given, or ``unrecorded``."""
+    model = (ev.get("config") or {}).get("model")
+    if not model:
+        return "unrecorded"
+    model = os.path.normpath(str(model))
+    root = os.path.normpath(run.path)
+    if model == root:
+        return FINAL
+    if model.startswith(root + os.sep):
+        return os.path.relpath(model, root).replace(os.sep, "/")
+    return model
+
+
+def checkpoint_step(label: str) -> float:
+    """The training step in a checkpoint label (``global_step5_hf`` -> 5); final: +inf; none: NaN."""
+    if label == FINAL:
+        return math.inf
+    m = re.search(r"(?:global_step|step|iter(?:ation)?)[_-]?(\d+)", label)
+    return float(m.group(1)) if m else NAN
+
+
+def population_sd(xs: list[float]) -> float:
+    """Population standard deviation (divide by n), as the GACA paper reports over seeds."""
+    if not xs:
+        return NAN
+    mu = sum(xs) / len(xs)
+    return (sum((x - mu) ** 2 for x in xs) / len(xs)) ** 0.5
+
+
+def sample_sd(xs: list[float]) -> float:
+    """Sample standard deviation (divide by n - 1); NaN for fewer than two values."""
+    if len(xs) < 2:
+        return NAN
+    mu = sum(xs) / len(xs)
+    return (sum((x - mu) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+
+
+def _seed_key(seed) -> tuple:
+    num = isinstance(seed, (int, float)) and not isinstance(seed, bool)
+    return (seed is None, not num, seed if num else 0, str(seed))
+
+
+def eval_groups(evals: list[dict]) -> tuple[list[dict], list[str]]:
+    """Group evaluation results by (model, panel, temperature) -- never pooled across models or checkpoints -- and
+    aggregate each group's success over its seeds (mean, population SD; sample SD beside it). A seed evaluated twice
+    in one group is counted once (the first file) and reported in the returned warnings."""
+    groups: dict[tuple, dict] = {}
+    warnings: list[str] = []
+    for e in evals:
+        key = (e["model"], e["panel"], e["temperature"])
+        g = groups.setdefault(key, {"model": key[0], "panel": key[1], "temperature": key[2], "seeds": [],
+                                    "success_rates": [], "files": [], "duplicate_seeds": [],
+                                    "generated_data": False})
+        if not _fin(e["success_rate"]):
+            warnings.append(f"{e['file']}: no success rate, left out of the statistics")
+            continue
+        if e["seed"] is None:
+            warnings.append(f"{e['file']}: no seed recorded; seeds cannot be checked distinct")
+        elif e["seed"] in g["seeds"]:
+            g["duplicate_seeds"].append(e["seed"])
+            warnings.append(f"{e['file']}: seed {e['seed']} of model {key[0]!r}, panel {key[1]!r}, T {key[2]} was "
+                            f"already evaluated ({g['files'][g['seeds'].index(e['seed'])]}): counted once")
+            continue
+        g["seeds"].append(e["seed"])
+        g["success_rates"].append(float(e["success_rate"]))
+        g["files"].append(e["file"])
+        g["generated_data"] = g["generated_data"] or bool(e.get("generated_data"))
+    out = []
+    for g in groups.values():
+        order = sorted(range(len(g["seeds"])), key=lambda i: _seed_key(g["seeds"][i]))
+        for k in ("seeds", "success_rates", "files"):
+            g[k] = [g[k][i] for i in order]
+        xs = g["success_rates"]
+        g.update(num_results=len(xs), mean_success=_mean(xs), std_success=population_sd(xs),
+                 std_success_sample=sample_sd(xs), step=checkpoint_step(g["model"]))
+        out.append(g)
+    out.sort(key=lambda g: (str(g["panel"]), str(g["temperature"]), -1.0 if math.isnan(g["step"]) else g["step"],
+                            g["model"]))
+    return out, warnings
+
+
+def best_checkpoints(groups: list[dict]) -> list[dict]:
+    """Per (panel, temperature): the final model's group and the best model -- the highest mean success over seeds
+    among the final model and the checkpoints (ties: the final model, else the later checkpoint), as the paper
+    reports the best checkpoint next to the final one."""
+    by: dict[tuple, list[dict]] = {}
+    for g in groups:
+        if g["num_results"]:
+            by.setdefault((g["panel"], g["temperature"]), []).append(g)
+    out = []
+    for (panel, temp), gs in sorted(by.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        final = next((g for g in gs if g["model"] == FINAL), None)
+        best = max(gs, key=lambda g: (g["mean_success"], g["step"] if not math.isnan(g["step"]) else -1.0))
+        out.append({"panel": panel, "temperature": temp, "final": final, "best": best, "num_models": len(gs)})
+    return out
+
+
+def eval_records(run: Run) -> list[dict]:
+    """One row per evaluation result file of the run (which model, panel, seed, T, success, ...)."""
+    rows = []
+    for ev in run.evals:
+        cfg = ev.get("config") or {}
+        rows.append({
+            "file": ev.get("_file"), "model": model_label(ev, run), "panel": _panel_of(ev),
+            "num_episodes": ev.get("num_episodes"), "num_failed": ev.get("num_failed"),
+            "success_rate": ev.get("success_rate"), "mean_score": ev.get("mean_score"),
+            "mean_steps": ev.get("mean_steps"), "valid_action_ratio": ev.get("valid_action_ratio"),
+            "seed": cfg.get("seed"), "temperature": cfg.get("temperature"),
+            "generated_data": cfg.get("generated_data"),
+            "per_task_type": {t: v.get("success_rate") for t, v in (ev.get("per_task_type") or {}).items()
+                              if isinstance(v, dict)},
+        })
+    return rows
+
+
 def run_summary(run: Run) -> dict:
     """Numbers of one run (what the tables show), JSON-friendly (None for missing)."""
     def clean(x):
@@ -181,53 +304,56 @@ def run_summary(run: Run) -> dict:
         "name": run.name, "path": run.path, "iterations": len(iters),
         "last_iteration": clean(iters[-1]) if iters else None, "bad_lines": run.bad_lines,
         "final_success": clean(final_value(run, "rollout/success_rate")),
-        "best_success": clean(best_value(run, "rollout/success_rate")),
         "final_score": clean(final_value(run, "rollout/score")),
         "final_valid_action_ratio": clean(final_value(run, "rollout/valid_action_ratio")),
         "final_num_steps": clean(final_value(run, "rollout/num_steps")),
         "final_lambda_mean": clean(final_value(run, "adv/lambda_mean")),
         "mean_iteration_seconds": clean(_mean(run.series("timing/step_total")[1])),
         "final_success_by_task_type": {t: clean(final_value(run, f"rollout/success_rate/{t}")) for t in task_types(run)},
-        "evals": [],
+        "evals": eval_records(run),
     }
-    for ev in run.evals:
-        out["evals"].append({
-            "file": ev.get("_file"), "panel": _panel_of(ev),
-            "num_episodes": ev.get("num_episodes"), "num_failed": ev.get("num_failed"),
-            "success_rate": ev.get("success_rate"), "mean_score": ev.get("mean_score"),
-            "mean_steps": ev.get("mean_steps"), "valid_action_ratio": ev.get("valid_action_ratio"),
-            "seed": (ev.get("config") or {}).get("seed"), "temperature": (ev.get("config") or {}).get("temperature"),
-            "per_task_type": {t: v.get("success_rate") for t, v in (ev.get("per_task_type") or {}).items()
-                              if isinstance(v, dict)},
-        })
-    by_panel: dict[str, list[float]] = {}
-    for e in out["evals"]:
-        if _fin(e["success_rate"]):
-            by_panel.setdefault(e["panel"], []).append(float(e["success_rate"]))
-    out["eval_by_panel"] = {
-        p: {"num_results": len(v), "mean_success": sum(v) / len(v),
-            "std_success": (sum((x - sum(v) / len(v)) ** 2 for x in v) / (len(v) - 1)) ** 0.5 if len(v) > 1 else None}
-        for p, v in sorted(by_panel.items())}
+    groups, warnings = eval_groups(out["evals"])
+    out["eval_groups"] = [{k: (clean(v) if isinstance(v, float) else v) for k, v in g.items()} for g in groups]
+    out["eval_best"] = [
+        {"panel": b["panel"], "temperature": b["temperature"], "num_models": b["num_models"],
+         "final_model": b["final"]["model"] if b["final"] else None,
+         "final_mean_success": clean(b["final"]["mean_success"]) if b["final"] else None,
+         "final_std_success": clean(b["final"]["std_success"]) if b["final"] else None,
+         "final_num_seeds": b["final"]["num_results"] if b["final"] else 0,
+         "best_model": b["best"]["model"], "best_mean_success": clean(b["best"]["mean_success"]),
+         "best_std_success": clean(b["best"]["std_success"]), "best_num_seeds": b["best"]["num_results"]}
+        for b in best_checkpoints(groups)]
+    out["eval_warnings"] = warnings
+    out["generated_data"] = any(bool(e["generated_data"]) for e in out["evals"])
     return out
+
+
+def _pm(mean, sd) -> str:
+    return f"{_pct(mean)} ± {_pct(sd)}" if _fin(sd) else _pct(mean)
 
 
 def render_markdown(runs: list[Run], summaries: list[dict], plots: list[str], out_dir: str) -> str:
     md = ["# GACA / GiGPO / GRPO comparison report", "",
           f"Generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} by `python -m gaca_openrlhf.report`.",
-          "", "## Runs", ""]
+          ""]
+    generated = any(s["generated_data"] for s in summaries)
+    if generated:
+        md += [GENERATED_DATA_WARNING, ""]
+    md += ["## Runs", ""]
     md.append(_table(["run", "folder", "iterations logged", "last iteration", "eval results"],
                      [[s["name"], f"`{s['path']}`", str(s["iterations"]),
                        _f(s["last_iteration"], 0), str(len(s["evals"]))] for s in summaries]))
     warnings = [f"- {r.name}: {w}" for r in runs for w in r.warnings]
+    warnings += [f"- {s['name']}: {w}" for s in summaries for w in s["eval_warnings"]]
     if warnings:
         md += ["", "Warnings:", ""] + warnings
     md += ["", "## Measured: training (this project's runs)", "",
-           f"Success rates in %. *final* = mean over the last {FINAL_WINDOW} logged iterations; *best* = the highest "
-           "single-iteration value (training rollouts at the training temperature, not an evaluation).", ""]
+           f"Success rates in %. *final* = mean over the last {FINAL_WINDOW} logged iterations of the training "
+           "rollouts (training temperature; not an evaluation, and not used to pick a checkpoint).", ""]
     md.append(_table(
-        ["run", "final success (%)", "best success (%)", "final score", "valid-action ratio", "steps / episode",
+        ["run", "final rollout success (%)", "final score", "valid-action ratio", "steps / episode",
          "mean lambda", "s / iteration"],
-        [[s["name"], _pct(s["final_success"]), _pct(s["best_success"]), _f(s["final_score"]),
+        [[s["name"], _pct(s["final_success"]), _f(s["final_score"]),
           _f(s["final_valid_action_ratio"]), _f(s["final_num_steps"], 2), _f(s["final_lambda_mean"]),
           _f(s["mean_iteration_seconds"], 1)] for s in summaries]))
     types = sorted({t for s in summaries for t in s["final_success_by_task_type"]})
@@ -236,26 +362,42 @@ def render_markdown(runs: list[Run], summaries: list[dict], plots: list[str], ou
         md.append(_table(["run"] + types, [[s["name"]] + [_pct(s["final_success_by_task_type"].get(t)) for t in types]
                                            for s in summaries]))
     md += ["", "## Measured: evaluation (fixed panels and seeds, `python -m gaca_openrlhf.eval`)", ""]
+    best_rows = [(s, b) for s in summaries for b in s["eval_best"]]
+    if best_rows:
+        md += ["Success in %, mean ± **population** SD over seeds (the paper's convention) of one model on one panel at "
+               "one temperature; evaluations of different models or checkpoints are never pooled. *best* = the "
+               f"model (the final one, `{FINAL}`, or a checkpoint) with the highest mean success over seeds.", ""]
+        md.append(_table(
+            ["run", "panel", "T", "final model (%)", "seeds", "best checkpoint", "best (%)", "seeds",
+             "models compared"],
+            [[s["name"], str(b["panel"]), str(b["temperature"]), _pm(b["final_mean_success"], b["final_std_success"])
+              if b["final_model"] else "not evaluated", str(b["final_num_seeds"]), b["best_model"],
+              _pm(b["best_mean_success"], b["best_std_success"]), str(b["best_num_seeds"]), str(b["num_models"])]
+             for s, b in best_rows]))
+        md += ["", "### Every model over seeds (%, population SD; sample SD beside it, labelled)", ""]
+        md.append(_table(
+            ["run", "model", "panel", "T", "seeds", "mean success (%)", "population SD (%)", "sample SD (%)"],
+            [[s["name"], g["model"], str(g["panel"]), str(g["temperature"]),
+              ", ".join(str(x) for x in g["seeds"]), _pct(g["mean_success"]), _pct(g["std_success"]),
+              _pct(g["std_success_sample"])]
+             for s in summaries for g in s["eval_groups"] if g["num_results"]]))
     eval_rows = [(s, e) for s in summaries for e in s["evals"]]
     if eval_rows:
+        md += ["", "### Every evaluation result", ""]
         md.append(_table(
-            ["run", "panel", "episodes", "failed", "success (%)", "mean score", "mean steps", "valid-action ratio",
-             "seed", "T", "file"],
-            [[s["name"], e["panel"], str(e["num_episodes"]), str(e["num_failed"]), _pct(e["success_rate"]),
-              _f(e["mean_score"]), _f(e["mean_steps"], 2), _f(e["valid_action_ratio"]), str(e["seed"]),
-              str(e["temperature"]), f"`{os.path.basename(e['file'] or '')}`"] for s, e in eval_rows]))
-        agg = [(s, p, a) for s in summaries for p, a in s["eval_by_panel"].items()]
-        if any(a["num_results"] > 1 for _, _, a in agg):
-            md += ["", "### Evaluation success over seeds (%, mean and sample std of the results above)", ""]
-            md.append(_table(["run", "panel", "results (seeds)", "mean success (%)", "std (%)"],
-                             [[s["name"], p, str(a["num_results"]), _pct(a["mean_success"]), _pct(a["std_success"])]
-                              for s, p, a in agg]))
+            ["run", "model", "panel", "T", "seed", "episodes", "failed", "success (%)", "mean score", "mean steps",
+             "valid-action ratio", "data", "file"],
+            [[s["name"], e["model"], e["panel"], str(e["temperature"]), str(e["seed"]), str(e["num_episodes"]),
+              str(e["num_failed"]), _pct(e["success_rate"]), _f(e["mean_score"]), _f(e["mean_steps"], 2),
+              _f(e["valid_action_ratio"]),
+              {True: "generated", False: "real"}.get(e["generated_data"], "unrecorded"),
+              f"`{os.path.basename(e['file'] or '')}`"] for s, e in eval_rows]))
         etypes = sorted({t for _, e in eval_rows for t in e["per_task_type"]})
         if etypes:
-            md += ["", "### Evaluation success by task type (%)", ""]
-            md.append(_table(["run", "panel"] + etypes,
-                             [[s["name"], e["panel"]] + [_pct(e["per_task_type"].get(t)) for t in etypes]
-                              for s, e in eval_rows]))
+            md += ["", "### Evaluation success by task type (%, per result)", ""]
+            md.append(_table(["run", "model", "panel", "seed"] + etypes,
+                             [[s["name"], e["model"], e["panel"], str(e["seed"])]
+                              + [_pct(e["per_task_type"].get(t)) for t in etypes] for s, e in eval_rows]))
     else:
         md.append("No evaluation results (`eval*.json` in a run folder) were found.")
     md += ["", "## Plots", ""]
@@ -267,6 +409,8 @@ def render_markdown(runs: list[Run], summaries: list[dict], plots: list[str], ou
            "from real ALFWorld/WebShop data, Qwen2.5 models and the authors' verl-agent setup "
            f"({SETUP}); runs on generated ALFWorld games, the generated WebShop catalog or other models are not "
            "comparable to them.", ""]
+    if generated:
+        md += [GENERATED_DATA_WARNING, ""]
     md.append(_table(["source", "benchmark", "model", "method / setting", "success (%, published)"],
                      [[a, b, c, d, f"{v:.2f}"] for a, b, c, d, v in PAPER_RESULTS]))
     md += [""] + [f"- {src}: {what}: {val} (published)" for src, what, val in PAPER_NOTES] + [""]
@@ -281,7 +425,8 @@ def build_report(runs: list[Run], out_dir: str) -> dict:
     with open(os.path.join(out_dir, "report.md"), "w") as f:
         f.write(md)
     summary = {"runs": summaries, "plots": [os.path.relpath(p, out_dir) for p in plots],
-               "final_window": FINAL_WINDOW}
+               "final_window": FINAL_WINDOW, "generated_data": any(s["generated_data"] for s in summaries),
+               "sd_convention": "population (divide by n) over seeds; std_success_sample divides by n - 1"}
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     return summary

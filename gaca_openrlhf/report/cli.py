@@ -5,6 +5,12 @@ Reads each run's ``metrics.jsonl`` (training, one record per iteration) and its 
 PNG plots (training success rate per method, score, GACA's lambda, valid-action ratio, episode length, timings,
 success by task type, evaluation success), ``report.md`` (comparison tables of measured numbers, then the papers'
 reference numbers in a separate, labelled section) and ``summary.json`` (the tables' numbers).
+
+Evaluations follow the GACA paper's protocol: results are grouped by (model or checkpoint, panel, temperature),
+never pooled across checkpoints; each group reports the mean success and the population SD over its seeds (the
+sample SD beside it, labelled); a seed evaluated twice in a group is counted once, with a warning; per (panel,
+temperature) the best model by mean success over seeds is reported next to the final model. Reports on generated
+data (offline ALFWorld games, the generated WebShop catalog) say that published numbers are not comparable.
 """
 from __future__ import annotations
 
@@ -47,5 +53,10 @@ def main(argv=None) -> int:
     if not any(r.records or r.evals for r in runs):
         print("warning: no metrics.jsonl records or eval results in any run; the report will be empty", file=sys.stderr)
     summary = build_report(runs, args.out)
+    for s in summary["runs"]:
+        for w in s["eval_warnings"]:
+            print(f"warning: {s['name']}: {w}", file=sys.stderr)
+    if summary["generated_data"]:
+        print("warning: evaluations on generated data: not comparable with published numbers", file=sys.stderr)
     print(f"wrote {args.out}/report.md, summary.json and {len(summary['plots'])} plots")
     return 0
