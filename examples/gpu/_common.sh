@@ -17,7 +17,8 @@ MICRO_BATCH="${MICRO_BATCH:-4}"                 # per-GPU micro batch (training 
 ITERATIONS="${ITERATIONS:-150}"                 # paper / verl-agent: 150 iterations
 TASKS_PER_ITER="${TASKS_PER_ITER:-16}"          # 16 tasks x 8 rollouts (one group per task)
 ROLLOUTS="${ROLLOUTS:-8}"
-UPDATES_PER_ITER="${UPDATES_PER_ITER:-2}"       # see README: verl-agent's mini-batch -> a fixed update count
+# MINI_BATCH_STEPS: PPO mini-batch in step samples (verl-agent: 256 ALFWorld, 64 WebShop, set by _train_<env>.sh);
+# an iteration with N step samples makes ceil(N / MINI_BATCH_STEPS) optimizer updates (--gaca.mini_batch_steps)
 LR="${LR:-1e-6}"
 SEED="${SEED:-42}"
 SAVE_STEPS="${SAVE_STEPS:-10}"                  # DeepSpeed + HF checkpoint every N iterations
@@ -45,9 +46,10 @@ common_args() {
     --rollout.batch_size "$TASKS_PER_ITER" --rollout.n_samples_per_prompt "$ROLLOUTS"
     --rollout.temperature 1.0 --rollout.top_p 1.0 --rollout.micro_batch_size "$MICRO_BATCH"
     --train.micro_batch_size "$MICRO_BATCH" --train.max_epochs 1 --train.num_episodes 1 --train.seed "$SEED"
-    --gaca.updates_per_iteration "$UPDATES_PER_ITER" --gaca.max_iterations "$ITERATIONS"
+    --gaca.max_iterations "$ITERATIONS"
     --actor.adam.lr "$LR" --actor.lr_warmup_ratio 0 --actor.lr_scheduler constant_with_warmup
-    --actor.eps_clip 0.2 --actor.entropy_coef 0.001
+    --actor.adam.betas 0.9 0.999 --actor.adam.weight_decay 0.01 --actor.max_norm 1.0
+    --actor.eps_clip 0.2 --actor.dual_clip 3.0 --actor.entropy_coef 0.001
     --algo.kl.use_loss --algo.kl.init_coef 0.01 --algo.kl.estimator k3
     --gaca.gamma 0.95 --gaca.invalid_penalty 0.1
     --env.history_k 2 --env.timeout_s 120

@@ -21,6 +21,6 @@ common_args
 run_train "${COMMON_ARGS[@]}" "${METHOD_ARGS[@]}" \
   --data.prompt_dataset "$TASKS" \
   --data.max_len 2560 --env.prompt_max_len 2048 --rollout.max_new_tokens 512 \
-  --train.batch_size 256 --gaca.mode mean_std_norm \
+  --gaca.mini_batch_steps "${MINI_BATCH_STEPS:-256}" --gaca.mode mean_std_norm \
   --env.name alfworld --env.kwargs "{\"backend\": \"ray\", \"data_dir\": \"$ALFWORLD_DATA\"}" --env.max_steps 50 \
   "$@"

@@ -22,6 +22,6 @@ common_args
 run_train "${COMMON_ARGS[@]}" "${METHOD_ARGS[@]}" \
   --data.prompt_dataset "$TASKS" \
   --data.max_len 4608 --env.prompt_max_len 4096 --rollout.max_new_tokens 512 \
-  --train.batch_size 64 --gaca.mode mean_norm \
+  --gaca.mini_batch_steps "${MINI_BATCH_STEPS:-64}" --gaca.mode mean_norm \
   --env.name webshop --env.kwargs "{\"base_url\": \"$WEBSHOP_URL\"}" --env.max_steps 15 \
   "$@"
