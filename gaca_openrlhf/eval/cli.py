@@ -8,7 +8,9 @@
 Episodes run with vLLM offline, all live episodes stepped together (one ``generate`` call per step), with the
 training rollout's prompts, parsing and environment adapters. The JSON written to ``--out`` has the overall
 success rate, per-task-type success, mean score, mean steps, valid-action ratio, failed-episode count, one record
-per episode (task, episode, seed, won, steps, score, ...) and the configuration. The summary is printed on
+per episode (task, episode, seed, won, steps, score, ...) and the configuration, including ``generated_data``
+(true for the offline-generated ALFWorld games or the generated WebShop catalog: not comparable with published
+numbers; null when the WebShop server does not say). The summary is printed on
 stdout as one JSON line (vLLM may log after it). Exit status: 0 done (even with failed episodes), 2 bad arguments / missing model, data or panel,
 3 environment unreachable.
 """
@@ -23,7 +25,7 @@ import platform
 import sys
 import time
 
-from gaca_openrlhf.eval.panels import PAPER_PROTOCOL, PanelError, resolve_panel
+from gaca_openrlhf.eval.panels import PAPER_PROTOCOL, PanelError, alfworld_generated, resolve_panel
 from gaca_openrlhf.eval.runner import RunConfig, run_episodes, summarize, tokenizer_encoder
 
 ENV_DEFAULTS = {  # env -> (prompt_max_len, num_envs): verl-agent's prompt budgets; concurrency sized per env
@@ -90,13 +92,18 @@ def _check_model(model: str) -> str:
     return os.path.abspath(model)
 
 
-def _check_webshop(url: str, timeout: float = 10.0) -> None:
+def _check_webshop(url: str, timeout: float = 10.0) -> dict:
+    """The server's /health answer (exit 3 when unreachable)."""
     import urllib.request
 
     try:
         with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout) as r:  # noqa: S310 - user URL
             if r.status == 200:
-                return
+                try:
+                    health = json.loads(r.read().decode("utf-8", "replace"))
+                except ValueError:
+                    health = {}
+                return health if isinstance(health, dict) else {}
             raise OSError(f"HTTP {r.status}")
     except OSError as e:
         _die(f"WebShop server {url} is not reachable ({e}); start it with `python -m webshop_server --port PORT` "
@@ -192,8 +199,13 @@ def main(argv=None) -> int:
     except PanelError as e:
         _die(str(e))
     env_kwargs = env_config(args)
+    # generated data (offline ALFWorld games, the generated WebShop catalog): published numbers are not comparable
+    generated_data = None
+    if args.env == "alfworld":
+        generated_data = alfworld_generated(args.data, panel.tasks)
     if args.env == "webshop":
-        _check_webshop(env_kwargs.get("base_url") or args.webshop_url)
+        health = _check_webshop(env_kwargs.get("base_url") or args.webshop_url)
+        generated_data = health.get("generated")
 
     cfg = RunConfig(env=args.env, env_kwargs=env_kwargs, episodes_per_task=args.episodes_per_task, seed=args.seed,
                     history_k=args.history_k, max_steps=args.max_steps, max_new_tokens=args.max_tokens,
@@ -230,7 +242,7 @@ def main(argv=None) -> int:
             "temperature": args.temperature, "top_p": args.top_p, "max_steps": args.max_steps,
             "max_tokens": args.max_tokens, "history_k": args.history_k, "invalid_action": args.invalid_action,
             "prompt_max_len": args.prompt_max_len,
-            "num_envs": args.num_envs, "data": args.data, "env_kwargs": env_kwargs,
+            "num_envs": args.num_envs, "data": args.data, "generated_data": generated_data, "env_kwargs": env_kwargs,
             "vllm": generator.settings, "host": platform.node(),
         },
         "timing": timing,

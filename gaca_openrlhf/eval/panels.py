@@ -130,6 +130,26 @@ def toy_panel(num_tasks: int | None) -> Panel:
     return Panel(name=f"toy[:{n}]", tasks=[str(i) for i in range(n)], meta={"first_n": n})
 
 
+def alfworld_generated(data_root: str | None, games: list[str] | None = None) -> bool:
+    """Whether ALFWorld games are this project's generated ones (not the real ALFWorld data): the data root per
+    ``agents.alfworld.is_generated``, or any of ``games`` whose ``traj_data.json`` carries the generator's entry."""
+    try:
+        from agents.alfworld.assets import is_generated
+    except ImportError:  # older tree without the helper: the per-game check below still decides
+        is_generated = None
+    if is_generated is not None and data_root and is_generated(data_root):
+        return True
+    for game in games or []:
+        path = os.path.join(data_root or "", game, "traj_data.json")
+        try:
+            with open(path) as f:
+                if "generator" in json.load(f):
+                    return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
 def resolve_panel(env: str, panel: str, *, data_root: str | None = None, panel_dir: str | None = None,
                   num_tasks: int | None = None, panel_seed: int = 0) -> Panel:
     """The panel of ``env`` named ``panel`` (see module doc); ``num_tasks`` keeps the first N tasks."""

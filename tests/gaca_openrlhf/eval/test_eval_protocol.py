@@ -327,3 +327,44 @@ def test_cli_prompts_end_with_the_generation_prompt(tmp_path, monkeypatch):
     res = json.loads(out.read_text())
     assert res["config"]["temperature"] == 0.4 and res["config"]["seed"] == 7 and res["config"]["history_k"] == 2
     assert res["num_episodes"] == 2 and res["success_rate"] == 1.0
+
+
+# ------------------------------------------------------------------------------------------------ generated data
+def test_results_record_generated_alfworld_data(tmp_path):
+    from gaca_openrlhf.eval.panels import alfworld_generated, resolve_panel
+
+    real, gen = tmp_path / "real", tmp_path / "gen"
+    _fake_games(str(real), "valid_seen", 2)
+    _fake_games(str(gen), "valid_seen", 2)
+    for d in (gen / "json_2.1.1" / "valid_seen").iterdir():  # what agents.alfworld.generator writes
+        traj = d / "trial_0" / "traj_data.json"
+        traj.write_text(json.dumps({"task_type": "pick_and_place_simple", "generator": {"tool": "x"}}))
+    assert not alfworld_generated(str(real), resolve_panel("alfworld", "eval_id", data_root=str(real)).tasks)
+    assert alfworld_generated(str(gen), resolve_panel("alfworld", "eval_id", data_root=str(gen)).tasks)
+
+
+def test_webshop_health_tells_generated_catalog():
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from gaca_openrlhf.eval.cli import _check_webshop
+
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"status": "ok", "generated": True}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        assert _check_webshop(f"http://127.0.0.1:{srv.server_address[1]}")["generated"] is True
+    finally:
+        srv.shutdown()
+        srv.server_close()
