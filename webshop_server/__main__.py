@@ -1,6 +1,6 @@
 """``python -m webshop_server``: serve the shop.
 
-    python -m webshop_server --host 127.0.0.1 --port 3000 [--data-dir D | --num-products N] [--seed S]
+    python -m webshop_server --host 127.0.0.1 --port 3000 [--data-dir D [--catalog small|full] | --num-products N]
         [--goal-mode human|synthetic] [--expose-goals] [--production] [--threads 16]
 
 Without ``--data-dir`` a catalog is generated (1000 products by default). ``--production`` serves with waitress
@@ -23,6 +23,16 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--data-dir", help="directory with WebShop's items_shuffle*.json / items_ins_v2*.json "
                                         "/ items_human_ins.json (optional reviews.json)")
     src.add_argument("--write-data", metavar="DIR", help="write the generated catalog as raw WebShop files, exit")
+    ap.add_argument("--catalog", choices=("auto", "full", "small"), default="auto",
+                    help="with --data-dir: full = items_shuffle.json + items_ins_v2.json, small = the 1000-product "
+                         "files (items_shuffle_1000.json + items_ins_v2_1000.json), auto = full if present")
+    ap.add_argument("--index-cache", metavar="DIR", default=None,
+                    help="with --data-dir: where the processed catalog + search index are cached "
+                         "(default $WEBSHOP_CACHE or $GACA_CACHE/webshop_index)")
+    ap.add_argument("--human-fraction", type=float, default=1.0,
+                    help="with --write-data: share of products given human instructions (WebShop's real data: "
+                         "12087 instructions for 1.18M products, i.e. about 0.01)")
+    ap.add_argument("--file-suffix", default="", help="with --write-data: e.g. _1000 for WebShop's small file names")
     ap.add_argument("--num-products", type=int, default=None,
                     help="generated catalog size (default 1000); with --data-dir: use the first N products")
     ap.add_argument("--seed", type=int, default=0, help="seed for the generated catalog and prices/price caps")
@@ -44,9 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     log = logging.getLogger("webshop_server")
     if args.write_data:
-        from webshop_server.catalog import generate_raw, write_raw
+        from webshop_server.catalog import write_raw_stream
 
-        paths = write_raw(generate_raw(args.num_products or 1000, args.seed), args.write_data)
+        paths = write_raw_stream(args.write_data, args.num_products or 1000, args.seed,
+                                 human_fraction=args.human_fraction, suffix=args.file_suffix)
         print("\n".join(paths.values()))
         return 0
 
@@ -57,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     set_tagger(load_tagger(args.tagger))
     shop = Shop(data_dir=args.data_dir, num_products=args.num_products, seed=args.seed,
-                goal_mode=args.goal_mode, show_attrs=args.show_attrs)
+                goal_mode=args.goal_mode, show_attrs=args.show_attrs, catalog=args.catalog,
+                cache_dir=args.index_cache)
     app = create_app(shop, expose_goals=args.expose_goals, max_sessions=args.max_sessions,
                      session_ttl=args.session_ttl)
     log.info("catalog %s: %d products, %d %s goals, tagger %s, ready in %.1fs", shop.catalog.source,

@@ -7,7 +7,7 @@ Pages (server-side rendered, assets under ``/static``, no CDN), with WebShop's r
 (``options`` is a JSON object in the URL).
 
 API:
-* ``GET /health`` -> ``{"status": "ok", "products": int, "goals": int}``
+* ``GET /health`` -> ``{"status": "ok", "products": int, "goals": int, "generated": bool, "catalog": str}``
 * ``POST /api/reset`` ``{"split": "test"|"eval"|"train", "index": int}`` or ``{"goal_index": int}`` (neither: a
   goal drawn by weight) -> ``{"session_id", "goal_index", "instruction", "category", "observation",
   "available_actions"}``
@@ -125,12 +125,15 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
     # ---------------------------------------------------------------------------------------------- API
     @app.get("/health")
     def health():
-        return jsonify({"status": "ok", "products": len(shop.products), "goals": len(shop.goals)})
+        # "generated": the catalog is a generated stand-in, not WebShop's data (published numbers not comparable)
+        return jsonify({"status": "ok", "products": len(shop.products), "goals": len(shop.goals),
+                        "generated": shop.generated, "catalog": shop.catalog.source})
 
     @app.get("/api/stats")
     def stats():
         return jsonify({
             "products": len(shop.products), "goals": len(shop.goals), "goal_mode": shop.goal_mode,
+            "generated": shop.generated,
             "catalog": shop.catalog.source, "seed": shop.seed,
             "splits": {k: len(split_range(k, len(shop.goals))) for k in SPLITS},
             "sessions": len(store), "sessions_evicted": store.evicted, "sessions_expired": store.expired,

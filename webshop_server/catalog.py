@@ -20,14 +20,13 @@ synthetic instruction per product and 1-5 human instructions per product.
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
 import random
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, Iterator
 
 SEP = " \u203a "
 
@@ -219,14 +218,16 @@ def _human_variant(rng: random.Random, attr: str) -> str:
     return attr
 
 
-def generate_raw(num_products: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """A catalog in WebShop's raw file format: ``{items, attributes, human, reviews}`` (see module doc)."""
+def iter_raw_products(num_products: int, seed: int = 0, human_fraction: float = 1.0
+                      ) -> Iterator[tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]] | None, dict[str, Any]]]:
+    """Generated products one at a time: ``(item, items_ins_v2 entry, human instructions or None, reviews)``.
+
+    ``human_fraction`` < 1 keeps human instructions for that share of the products only (WebShop's real data has
+    12,087 human instructions for 1.18M products); the choice uses its own RNG, so the catalog is the same.
+    """
     rng = random.Random(seed)
+    keep_rng = random.Random(seed + 7919)
     used: set[str] = set()
-    items: list[dict[str, Any]] = []
-    attributes: dict[str, dict[str, Any]] = {}
-    human: dict[str, list[dict[str, Any]]] = {}
-    reviews: list[dict[str, Any]] = []
     categories = sorted(PRODUCT_TYPES)
     for _ in range(num_products):
         category = rng.choice(categories)
@@ -260,7 +261,7 @@ def generate_raw(num_products: int = 1000, seed: int = 0) -> dict[str, Any]:
                          "review": rng.choice(REVIEW_BODIES).format(noun=noun.lower(), q=rng.choice(QUALITY))}
                         for _ in range(n_reviews)]
         avg = round(sum(int(r["stars"]) for r in prod_reviews) / n_reviews, 1) if n_reviews else "N.A."
-        items.append({
+        item = {
             "asin": asin,
             "name": title,
             "full_description": description,
@@ -273,10 +274,10 @@ def generate_raw(num_products: int = 1000, seed: int = 0) -> dict[str, Any]:
             "category": category,
             "query": query,
             "page": 1,
-        })
-        reviews.append({"asin": asin, "reviews": prod_reviews, "average_rating": avg})
+        }
+        review = {"asin": asin, "reviews": prod_reviews, "average_rating": avg}
         ins_attrs = rng.sample(attrs, rng.randint(1, min(2, len(attrs))))
-        attributes[asin] = {
+        attr_entry = {
             "attributes": attrs,
             "instruction": _synthetic_instruction(rng, noun, ins_attrs),
             "instruction_attributes": ins_attrs,
@@ -300,8 +301,61 @@ def generate_raw(num_products: int = 1000, seed: int = 0) -> dict[str, Any]:
             seen_instructions.add(text)
             human_list.append({"asin": asin, "instruction": text, "instruction_attributes": variants,
                                "instruction_options": h_opts})
-        human[asin] = human_list
+        keep = human_fraction >= 1.0 or keep_rng.random() < human_fraction
+        yield item, attr_entry, (human_list if keep else None), review
+
+
+def generate_raw(num_products: int = 1000, seed: int = 0, human_fraction: float = 1.0) -> dict[str, Any]:
+    """A catalog in WebShop's raw file format: ``{items, attributes, human, reviews}`` (see module doc)."""
+    items: list[dict[str, Any]] = []
+    attributes: dict[str, dict[str, Any]] = {}
+    human: dict[str, list[dict[str, Any]]] = {}
+    reviews: list[dict[str, Any]] = []
+    for item, attr_entry, human_list, review in iter_raw_products(num_products, seed, human_fraction):
+        items.append(item)
+        attributes[item["asin"]] = attr_entry
+        if human_list is not None:
+            human[item["asin"]] = human_list
+        reviews.append(review)
     return {"items": items, "attributes": attributes, "human": human, "reviews": reviews}
+
+
+def write_raw_stream(data_dir: str, num_products: int, seed: int = 0, human_fraction: float = 1.0,
+                     suffix: str = "", reviews: bool = True) -> dict[str, str]:
+    """Generate and write a catalog as WebShop's files without holding it in memory (any size, e.g. 1.18M).
+
+    ``suffix="_1000"`` names the files as WebShop's small set (``items_shuffle_1000.json`` ...); the human
+    instructions file has no suffix, as in WebShop.
+    """
+    os.makedirs(data_dir, exist_ok=True)
+    paths = {"items": os.path.join(data_dir, f"items_shuffle{suffix}.json"),
+             "attributes": os.path.join(data_dir, f"items_ins_v2{suffix}.json"),
+             "human": os.path.join(data_dir, "items_human_ins.json")}
+    if reviews:
+        paths["reviews"] = os.path.join(data_dir, "reviews.json")
+    files = {k: open(v + ".tmp", "w", encoding="utf-8") for k, v in paths.items()}
+    try:
+        for f, opening in zip(files.values(), ("[", "{", "{", "[")):
+            f.write(opening)
+        n_human = 0
+        for i, (item, attr_entry, human_list, review) in enumerate(
+                iter_raw_products(num_products, seed, human_fraction)):
+            sep = "," if i else ""
+            files["items"].write(sep + json.dumps(item))
+            files["attributes"].write(f"{sep}{json.dumps(item['asin'])}: {json.dumps(attr_entry)}")
+            if human_list is not None:
+                files["human"].write(f"{',' if n_human else ''}{json.dumps(item['asin'])}: {json.dumps(human_list)}")
+                n_human += 1
+            if reviews:
+                files["reviews"].write(sep + json.dumps(review))
+        for f, closing in zip(files.values(), ("]", "}", "}", "]")):
+            f.write(closing)
+    finally:
+        for f in files.values():
+            f.close()
+    for v in paths.values():
+        os.replace(v + ".tmp", v)
+    return paths
 
 
 def write_raw(raw: dict[str, Any], data_dir: str) -> dict[str, str]:
@@ -319,23 +373,36 @@ def write_raw(raw: dict[str, Any], data_dir: str) -> dict[str, str]:
     return paths
 
 
-def _pick(data_dir: str, names: list[str], pattern: str) -> str | None:
-    for name in names:
-        p = os.path.join(data_dir, name)
-        if os.path.exists(p):
-            return p
-    hits = sorted(glob.glob(os.path.join(data_dir, pattern)))
-    return hits[0] if hits else None
+CATALOG_FILES = {
+    "full": ("items_shuffle.json", "items_ins_v2.json"),
+    "small": ("items_shuffle_1000.json", "items_ins_v2_1000.json"),
+}
 
 
-def read_raw(data_dir: str) -> dict[str, Any]:
-    """Read WebShop's data files from ``data_dir`` (full files preferred over the ``_1000`` subsets)."""
-    items_path = _pick(data_dir, ["items_shuffle.json", "items_shuffle_1000.json"], "items_shuffle*.json")
-    attr_path = _pick(data_dir, ["items_ins_v2.json", "items_ins_v2_1000.json"], "items_ins_v2*.json")
-    if items_path is None or attr_path is None:
-        raise FileNotFoundError(f"{data_dir}: need items_shuffle*.json and items_ins_v2*.json")
-    human_path = _pick(data_dir, ["items_human_ins.json"], "items_human_ins*.json")
-    review_path = _pick(data_dir, ["reviews.json"], "reviews*.json")
+def data_files(data_dir: str, catalog: str = "auto") -> tuple[str, str, str | None, str | None]:
+    """(items, items_ins_v2, items_human_ins or None, reviews or None) of WebShop's data folder.
+
+    ``catalog``: ``full`` (items_shuffle.json + items_ins_v2.json), ``small`` (the 1000-product files, as
+    WebShop's ``setup.sh -d small`` and verl-agent's small setting), or ``auto`` (full when present, else small).
+    """
+    if catalog not in ("auto", "full", "small"):
+        raise ValueError(f"catalog must be auto, full or small, got {catalog!r}")
+    choices = [catalog] if catalog != "auto" else ["full", "small"]
+    for choice in choices:
+        items, attrs = (os.path.join(data_dir, n) for n in CATALOG_FILES[choice])
+        if os.path.exists(items) and os.path.exists(attrs):
+            break
+    else:
+        wanted = " or ".join(" + ".join(CATALOG_FILES[c]) for c in choices)
+        raise FileNotFoundError(f"{data_dir}: need {wanted}")
+    human = os.path.join(data_dir, "items_human_ins.json")
+    reviews = os.path.join(data_dir, "reviews.json")
+    return items, attrs, human if os.path.exists(human) else None, reviews if os.path.exists(reviews) else None
+
+
+def read_raw(data_dir: str, catalog: str = "auto") -> dict[str, Any]:
+    """Read WebShop's data files from ``data_dir`` into memory (see :func:`data_files`)."""
+    items_path, attr_path, human_path, review_path = data_files(data_dir, catalog)
 
     def load(p: str | None, default: Any) -> Any:
         if p is None:
@@ -358,6 +425,61 @@ def _parse_pricing(pricing: Any) -> tuple[list[float], str]:
     return values[:2], f"${values[0]} to ${values[1]}"
 
 
+def process_item(p: dict[str, Any], attributes: dict[str, Any], human: dict[str, Any], human_goals: bool,
+                 seen: set[str], all_reviews: dict[str, list] | None = None,
+                 all_ratings: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """One raw product -> WebShop's record (``load_products``), or None for a bad/duplicate ASIN."""
+    asin = p.get("asin")
+    if not isinstance(asin, str) or asin == "nan" or len(asin) > 10 or asin in seen:
+        return None
+    seen.add(asin)
+    q: dict[str, Any] = {
+        "asin": asin,
+        "category": p.get("category"),
+        "query": str(p.get("query", "")).lower().strip(),
+        "product_category": p.get("product_category", ""),
+        "name": p.get("name", ""),
+        "Title": p.get("name", ""),
+        "Description": p.get("full_description") or "",
+    }
+    revs = []
+    for r in (all_reviews or {}).get(asin, []):
+        r = dict(r)
+        if "score" not in r:
+            r["score"] = r.pop("stars", 0)
+        r["body"] = r.pop("review", "") if "body" not in r else r["body"]
+        revs.append(r)
+    q["Reviews"] = revs
+    q["Rating"] = (all_ratings or {}).get(asin, "N.A.")
+    small = p.get("small_description")
+    q["BulletPoints"] = small if isinstance(small, list) else [small if small is not None else ""]
+    q["pricing"], q["Price"] = _parse_pricing(p.get("pricing"))
+    options: dict[str, list[str]] = {}
+    option_to_image: dict[str, Any] = {}
+    for option_name, contents in (p.get("customization_options") or {}).items():
+        if contents is None:
+            continue
+        values = []
+        for content in contents:
+            value = str(content["value"]).strip().replace("/", " | ").lower()
+            values.append(value)
+            option_to_image[value] = content.get("image")
+        options[option_name.lower()] = values
+    q["options"] = options
+    q["option_to_image"] = option_to_image
+    info = attributes.get(asin) or {}
+    q["Attributes"] = info["attributes"] if "attributes" in info else ["DUMMY_ATTR"]
+    if human_goals:
+        if asin in human:
+            q["instructions"] = human[asin]
+    else:
+        q["instruction_text"] = info.get("instruction")
+        q["instruction_attributes"] = info.get("instruction_attributes")
+    images = p.get("images") or [""]
+    q["MainImage"] = images[0]
+    return q
+
+
 def process_products(raw: dict[str, Any], num_products: int | None = None,
                      human_goals: bool = True, with_reviews: bool = False) -> list[dict[str, Any]]:
     """WebShop's ``load_products`` record building (without its file-system side effects)."""
@@ -374,57 +496,11 @@ def process_products(raw: dict[str, Any], num_products: int | None = None,
     if num_products is not None:
         items = items[:num_products]
     seen: set[str] = set()
-    products: list[dict[str, Any]] = []
+    products = []
     for p in items:
-        asin = p.get("asin")
-        if not isinstance(asin, str) or asin == "nan" or len(asin) > 10 or asin in seen:
-            continue
-        seen.add(asin)
-        q: dict[str, Any] = {
-            "asin": asin,
-            "category": p.get("category"),
-            "query": str(p.get("query", "")).lower().strip(),
-            "product_category": p.get("product_category", ""),
-            "name": p.get("name", ""),
-            "Title": p.get("name", ""),
-            "Description": p.get("full_description") or "",
-        }
-        revs = []
-        for r in all_reviews.get(asin, []):
-            r = dict(r)
-            if "score" not in r:
-                r["score"] = r.pop("stars", 0)
-            r["body"] = r.pop("review", "") if "body" not in r else r["body"]
-            revs.append(r)
-        q["Reviews"] = revs
-        q["Rating"] = all_ratings.get(asin, "N.A.")
-        small = p.get("small_description")
-        q["BulletPoints"] = small if isinstance(small, list) else [small if small is not None else ""]
-        q["pricing"], q["Price"] = _parse_pricing(p.get("pricing"))
-        options: dict[str, list[str]] = {}
-        option_to_image: dict[str, Any] = {}
-        for option_name, contents in (p.get("customization_options") or {}).items():
-            if contents is None:
-                continue
-            values = []
-            for content in contents:
-                value = str(content["value"]).strip().replace("/", " | ").lower()
-                values.append(value)
-                option_to_image[value] = content.get("image")
-            options[option_name.lower()] = values
-        q["options"] = options
-        q["option_to_image"] = option_to_image
-        info = attributes.get(asin) or {}
-        q["Attributes"] = info["attributes"] if "attributes" in info else ["DUMMY_ATTR"]
-        if human_goals:
-            if asin in human:
-                q["instructions"] = human[asin]
-        else:
-            q["instruction_text"] = info.get("instruction")
-            q["instruction_attributes"] = info.get("instruction_attributes")
-        images = p.get("images") or [""]
-        q["MainImage"] = images[0]
-        products.append(q)
+        q = process_item(p, attributes, human, human_goals, seen, all_reviews, all_ratings)
+        if q is not None:
+            products.append(q)
     return products
 
 
@@ -440,10 +516,15 @@ class Catalog:
 
 
 def load_catalog(data_dir: str | None = None, num_products: int | None = None, seed: int = 0,
-                 human_goals: bool = True) -> Catalog:
-    """Real WebShop files from ``data_dir`` (first ``num_products`` if given), else a generated catalog."""
+                 human_goals: bool = True, catalog: str = "auto", cache_dir: str | None = None) -> Any:
+    """Real WebShop files from ``data_dir`` (first ``num_products`` if given; ``catalog`` full/small/auto),
+    served from the on-disk cache (:mod:`webshop_server.store`, built on first use); else a generated catalog
+    held in memory."""
     if data_dir:
-        raw = read_raw(data_dir)
-        return Catalog(process_products(raw, num_products, human_goals), source=f"files:{data_dir}")
+        from webshop_server.store import open_catalog
+
+        items, attrs, human, _ = data_files(data_dir, catalog)
+        return open_catalog(items, attrs, human, num_products, human_goals, cache_root=cache_dir,
+                            source=f"files:{os.path.abspath(data_dir)}:{os.path.basename(items)}")
     raw = generate_raw(num_products or 1000, seed)
     return Catalog(process_products(raw, None, human_goals), source=f"generated:{num_products or 1000}:seed{seed}")

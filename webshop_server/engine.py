@@ -96,14 +96,21 @@ class Shop:
     """Catalog, search index, goals and prices; shared read-only by all sessions."""
 
     def __init__(self, data_dir: str | None = None, num_products: int | None = None, seed: int = 0,
-                 goal_mode: str = "human", show_attrs: bool = False):
+                 goal_mode: str = "human", show_attrs: bool = False, catalog: str = "auto",
+                 cache_dir: str | None = None):
         if goal_mode not in ("human", "synthetic"):
             raise ValueError(f"goal_mode must be human or synthetic, got {goal_mode!r}")
         t0 = time.perf_counter()
-        self.catalog: Catalog = load_catalog(data_dir, num_products, seed, human_goals=goal_mode == "human")
+        self.catalog: Catalog = load_catalog(data_dir, num_products, seed, human_goals=goal_mode == "human",
+                                             catalog=catalog, cache_dir=cache_dir)
         self.products = self.catalog.by_asin
-        self.search_engine = SearchEngine(self.catalog.products)
-        self.goals, self.prices = build_goals(self.catalog.products, seed=seed, human=goal_mode == "human")
+        # generated catalogs are WebShop-format stand-ins: published WebShop numbers are not comparable
+        self.generated = data_dir is None
+        prebuilt = getattr(self.catalog, "search_engine", None)
+        self.search_engine = prebuilt if prebuilt is not None else SearchEngine(self.catalog.products)
+        self.goals, self.prices = build_goals(self.catalog.products, seed=seed, human=goal_mode == "human",
+                                              pricing=getattr(self.catalog, "pricing", None),
+                                              sources=getattr(self.catalog, "goal_sources", None))
         self.goal_mode = goal_mode
         self.seed = seed
         self.show_attrs = show_attrs

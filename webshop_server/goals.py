@@ -17,24 +17,28 @@ from __future__ import annotations
 import itertools
 import random
 from collections import defaultdict
-from typing import Any
+from typing import Any, Iterable
 
 PRICE_RANGE = [10.0 * i for i in range(1, 100)]
 GOAL_SHUFFLE_SEED = 233
 SPLITS = {"test": (0, 500), "eval": (500, 1500), "train": (1500, None)}
 
 
-def generate_product_prices(products: list[dict[str, Any]], rng: random.Random) -> dict[str, float]:
+def generate_product_prices(products: Iterable[dict[str, Any]], rng: random.Random) -> dict[str, float]:
+    return prices_from_pricing(((p["asin"], p["pricing"]) for p in products), rng)
+
+
+def prices_from_pricing(pairs: Iterable[tuple[str, list[float]]], rng: random.Random) -> dict[str, float]:
+    """(asin, pricing list) pairs in catalog order -> product prices (a range draws uniformly, in order)."""
     prices: dict[str, float] = {}
-    for p in products:
-        pricing = p["pricing"]
+    for asin, pricing in pairs:
         if not pricing:
             price = 100.0
         elif len(pricing) == 1:
             price = pricing[0]
         else:
             price = rng.uniform(*pricing[:2])
-        prices[p["asin"]] = price
+        prices[asin] = price
     return prices
 
 
@@ -114,12 +118,18 @@ def synthetic_goals(products: list[dict[str, Any]], prices: dict[str, float] | N
     return goals
 
 
-def build_goals(products: list[dict[str, Any]], seed: int = 0, human: bool = True
+def build_goals(products: Any, seed: int = 0, human: bool = True, pricing: Any = None, sources: Any = None
                 ) -> tuple[list[dict], dict[str, float]]:
-    """(shuffled goals, product prices); every draw comes from ``seed`` and the fixed shuffle seed 233."""
+    """(shuffled goals, product prices); every draw comes from ``seed`` and the fixed shuffle seed 233.
+
+    ``pricing`` ((asin, pricing) pairs in catalog order) and ``sources`` (the records that carry instructions)
+    replace ``products`` where a catalog provides them (the on-disk catalog does).
+    """
     rng = random.Random(seed)
-    prices = generate_product_prices(products, rng)
-    goals = human_goals(products, prices, rng) if human else synthetic_goals(products, prices, rng)
+    prices = prices_from_pricing(pricing if pricing is not None else ((p["asin"], p["pricing"]) for p in products),
+                                 rng)
+    sources = sources if sources is not None else products
+    goals = human_goals(sources, prices, rng) if human else synthetic_goals(sources, prices, rng)
     random.Random(GOAL_SHUFFLE_SEED).shuffle(goals)
     return goals, prices
 

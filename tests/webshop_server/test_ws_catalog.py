@@ -26,13 +26,14 @@ def test_generated_catalog_is_seeded_and_in_raw_format():
 def test_raw_files_round_trip_like_webshop_files(tmp_path):
     raw = C.generate_raw(120, seed=1)
     C.write_raw(raw, str(tmp_path))
-    from_files = C.load_catalog(str(tmp_path))
+    from_files = C.load_catalog(str(tmp_path), cache_dir=str(tmp_path / "cache"))
     in_memory = C.Catalog(C.process_products(raw))
-    assert from_files.products == in_memory.products and len(from_files.products) == 120
+    assert list(from_files.products) == in_memory.products and len(from_files.products) == 120
     p = from_files.products[0]
     assert p["Title"] == p["name"] and isinstance(p["BulletPoints"], list) and p["Price"].startswith("$")
     assert all(v == v.lower() and "/" not in v for vals in p["options"].values() for v in vals)
-    assert C.load_catalog(str(tmp_path), num_products=10).products == in_memory.products[:10]
+    first10 = C.load_catalog(str(tmp_path), num_products=10, cache_dir=str(tmp_path / "cache"))
+    assert list(first10.products) == in_memory.products[:10]
 
 
 def test_process_products_follows_webshop_rules():

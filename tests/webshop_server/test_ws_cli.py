@@ -44,10 +44,12 @@ def test_cli_production_server_with_written_data_dir(tmp_path):
     assert out.returncode == 0, out.stderr
     assert sorted(os.listdir(data)) == ["items_human_ins.json", "items_ins_v2.json", "items_shuffle.json",
                                         "reviews.json"]
-    proc, url = _serve(["--data-dir", str(data), "--production", "--expose-goals", "--tagger", "heuristic"])
+    proc, url = _serve(["--data-dir", str(data), "--production", "--expose-goals", "--tagger", "heuristic",
+                        "--index-cache", str(tmp_path / "cache")])
     try:
         health = requests.get(url + "/health", timeout=10).json()
         assert health["status"] == "ok" and health["products"] == 300 and health["goals"] > 0
+        assert health["generated"] is False and "items_shuffle.json" in health["catalog"]
         r = requests.post(url + "/api/reset", json={"split": "test", "index": 0}, timeout=10).json()
         g = requests.get(url + "/api/goal", params={"session_id": r["session_id"]}, timeout=10).json()
         assert g["instruction_text"] == r["instruction"]
@@ -68,6 +70,7 @@ def test_cli_dev_server_generated_catalog_default_tagger():
     try:
         stats = requests.get(url + "/api/stats", timeout=10).json()
         assert stats["products"] == 200 and stats["goal_mode"] == "synthetic"
+        assert requests.get(url + "/health", timeout=10).json()["generated"] is True
         assert requests.get(url + "/api/goal", params={"session_id": "x"}, timeout=10).status_code == 404
     finally:
         _stop(proc)

@@ -21,7 +21,7 @@ def small_shop(tmp_path_factory):
     second["small_description"] = []
     d = tmp_path_factory.mktemp("ws_pages")
     C.write_raw(raw, str(d))  # includes reviews.json, which WebShop does not read
-    return Shop(data_dir=str(d), seed=0)
+    return Shop(data_dir=str(d), seed=0, cache_dir=str(d / "cache"))
 
 
 def session_at(shop, asin=None):

@@ -35,7 +35,8 @@ def goal_of(url, sid):
 
 def test_health(server_url, shop):
     assert requests.get(server_url + "/health", timeout=10).json() == {
-        "status": "ok", "products": len(shop.products), "goals": len(shop.goals)}
+        "status": "ok", "products": len(shop.products), "goals": len(shop.goals), "generated": True,
+        "catalog": "generated:1000:seed0"}
 
 
 def test_reset_shape_and_search_page(server_url, shop):
