@@ -25,6 +25,8 @@ import torch
 
 from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
 
+from .entropy import policy_forward_with_entropy
+
 
 def set_lr_position(scheduler, iteration: int) -> None:
     """Put an LR scheduler at ``iteration`` (its LR becomes the schedule's value there)."""
@@ -55,6 +57,8 @@ def rotate_hf_checkpoints(ckpt_path: str, max_num: int) -> list:
 
 
 class StepPolicyMixin:
+    forward_with_entropy = policy_forward_with_entropy  # experience forward + per-step entropy (EMPG; .entropy)
+
     def set_iteration_batch(self, num_samples: int, updates: int, iteration: int | None = None) -> int:
         """Use ``num_samples / updates`` samples per optimizer update this iteration; returns the grad-accum steps.
 

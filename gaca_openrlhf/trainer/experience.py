@@ -23,6 +23,7 @@ from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from gaca_openrlhf.advantages import AdvantageConfig, StepBatch, compute_advantages, list_estimators, summary_metrics
 
 from .minibatch import balanced_sizes
+from .entropy import ENTROPY_KEY, EntropyExperienceMixin
 from .samples import META_KEYS
 
 
@@ -44,6 +45,7 @@ def gather_step_batch(experiences: List[Experience]):
         reward=cat("reward")[orig].double(),
         valid=cat("gaca/valid")[orig] > 0.5,
         nll=cat("gaca/nll")[orig].double(),
+        entropy=cat(ENTROPY_KEY)[orig].double() if ENTROPY_KEY in experiences[0].info else None,  # EMPG (.entropy)
     )
     pos_of_rollout = torch.full((int(rollout_index.max()) + 1,), -1, dtype=torch.long)
     pos_of_rollout[rollout_index[orig]] = torch.arange(int(orig.sum()))
@@ -53,7 +55,7 @@ def gather_step_batch(experiences: List[Experience]):
     return batch, row_pos
 
 
-class StepExperienceMaker(RemoteExperienceMaker):
+class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
     """Routes the project's estimator names to :mod:`gaca_openrlhf.advantages`."""
 
     def __init__(self, *args, adv_config: Optional[AdvantageConfig] = None, dump_dir: Optional[str] = None, **kwargs):
