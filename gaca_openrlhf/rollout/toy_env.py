@@ -1,7 +1,9 @@
 """A tiny deterministic text environment, registered as ``toy`` (development and fast tests only).
 
 A corridor of rooms 0..L-1; the agent starts in room 0 and must ``go to room <goal>``. Admissible actions are
-``go forward``, ``go back`` and ``look``; reaching the goal gives reward 10 and ends the episode. Observations
+``go forward``, ``go back`` and ``look``; reaching the goal gives reward 10 and ends the episode. Like the real
+adapters, ``step(action, valid=False)`` answers "Nothing happens." without executing (the rollout's
+``invalid_action="noop"`` mode). Observations
 repeat across trajectories (same room = same anchor), so GiGPO/GACA step groups are non-trivial. It is NOT a
 stand-in for ALFWorld/WebShop in the end-to-end tests; it only makes the rollout testable in seconds.
 Task ids are integers: goal = 1 + task % (length - 1).
@@ -44,15 +46,17 @@ class ToyCorridorEnv:
         self.room, self.steps, self.goal = 0, 0, 1 + task % (self.length - 1)
         return f"go to room {self.goal}.", self._obs()
 
-    def step(self, action: str) -> EnvStep:
+    def step(self, action: str, valid: bool = True) -> EnvStep:
         self.steps += 1
-        if action == "go forward":
+        if valid and action == "go forward":
             self.room = min(self.room + 1, self.length - 1)
-        elif action == "go back":
+        elif valid and action == "go back":
             self.room = max(self.room - 1, 0)
         won = self.room == self.goal
         out = self._obs()
-        if action not in out.admissible_actions:
+        if not valid:
+            out.observation = "Nothing happens."
+        elif action not in out.admissible_actions:
             out.observation = "Nothing happens. " + out.observation
         out.reward, out.won = (10.0 if won else 0.0), won
         out.done = won or self.steps >= self.max_steps

@@ -9,7 +9,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from agents.base import EnvStep
 from agents.prompts import PromptTemplate
 from agents.registry import ENVIRONMENTS
 from gaca_openrlhf.rollout.agent_executor import AgentExecutor
@@ -119,23 +118,9 @@ def test_history_k_zero_keeps_the_no_history_prompt():
     assert [decode(s["prompt_ids"]).count("Prior to this step") for s in out["steps"]] == [0, 0]
 
 
-class ValidityToyEnv(ToyCorridorEnv):
-    """The toy corridor with the ``valid`` argument of the real adapters (invalid = answered as a no-op)."""
-
-    name = "toy_valid"
-
-    def step(self, action: str, valid: bool = True) -> EnvStep:
-        if valid:
-            return super().step(action)
-        self.steps += 1
-        out = self._obs()
-        out.observation = "Nothing happens."
-        out.done = self.steps >= self.max_steps
-        return out
-
-
-def make_validity_env(**config) -> ValidityToyEnv:
-    return ValidityToyEnv(**config)
+def make_validity_env(**config) -> ToyCorridorEnv:
+    """The toy corridor (whose ``step`` takes ``valid`` like the real adapters) under a template of this test."""
+    return ToyCorridorEnv(**config)
 
 
 @pytest.fixture
