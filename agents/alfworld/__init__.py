@@ -3,3 +3,6 @@ task panels and the ``python -m agents.alfworld`` commands. See ``agents/alfworl
 
 Importing this package imports nothing heavy; TextWorld/ALFWorld load when an environment is built.
 """
+from agents.alfworld.assets import is_generated
+
+__all__ = ["is_generated"]

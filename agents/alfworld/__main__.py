@@ -1,6 +1,8 @@
 """``python -m agents.alfworld {generate,check,panels}``.
 
-generate: write expert-validated offline games in ALFWorld's layout (see agents/alfworld/generator.py).
+generate: write expert-validated offline games in ALFWorld's layout (see agents/alfworld/generator.py): ALFRED's
+          scene split (valid_unseen only on floor plans 10/219/308/424, never on the others) and the real split's
+          task-type mix; re-running the same command resumes an interrupted run.
 check:    replay every stored walkthrough through the training env adapter; the last line printed is JSON
           {"games", "won", "task_types", "reset_ms_p50", "step_ms_p50"}.
 panels:   write the standard task panels (train / eval_id = 128 of valid_seen / eval_ood) of a data root.
@@ -36,8 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--split", required=True, choices=["train", "valid_seen", "valid_unseen"])
     g.add_argument("--num-games", type=int, required=True)
     g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--task-types", default="1,2,3,4,5,6", help="comma-separated task type ids (1..6), cycled")
-    g.add_argument("--max-attempts", type=int, default=40, help="candidates per game before giving up")
+    g.add_argument("--task-types", default="1,2,3,4,5,6",
+                   help="comma-separated task type ids (1..6); mixed in the real split's proportions")
+    g.add_argument("--max-attempts", type=int, default=40, help="candidates per game before skipping it")
     g.add_argument("--no-progress", action="store_true")
 
     c = sub.add_parser("check", help="replay stored walkthroughs through the env adapter")
@@ -58,8 +61,15 @@ def main(argv: list[str] | None = None) -> int:
 
         types = [int(t) for t in args.task_types.split(",") if t.strip()]
         progress = None if args.no_progress else _bar(args.num_games, f"generate {args.split}")
-        stats = generate(args.out, args.split, args.num_games, args.seed, task_types=types,
-                         max_attempts=args.max_attempts, progress=progress)
+        try:
+            stats = generate(args.out, args.split, args.num_games, args.seed, task_types=types,
+                             max_attempts=args.max_attempts, progress=progress)
+        except ValueError as e:  # bad arguments, or an --out that holds other games: nothing was written
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        if stats.skipped:
+            print(f"warning: {len(stats.skipped)} game(s) skipped (no solvable candidate): indices "
+                  f"{stats.skipped[:10]}", file=sys.stderr)
         print(json.dumps(stats.as_dict()))
         return 0
     if args.cmd == "check":

@@ -79,14 +79,69 @@ def goal_library() -> dict[str, dict]:
     return g.gdict
 
 
+#: ALFRED's valid_unseen floor plans (its train and valid_seen splits never use them).
+UNSEEN_SCENES: tuple[int, ...] = (10, 219, 308, 424)
+
+#: games per task type (ids 1-6) of the real ALFWorld splits (ALFWorld paper; train 3553, valid_seen 140,
+#: valid_unseen 134)
+REAL_SPLIT_COUNTS: dict[str, dict[int, int]] = {
+    "train": {1: 790, 2: 308, 3: 650, 4: 459, 5: 533, 6: 813},
+    "valid_seen": {1: 35, 2: 13, 3: 27, 4: 16, 5: 25, 6: 24},
+    "valid_unseen": {1: 24, 2: 18, 3: 31, 4: 23, 5: 21, 6: 17},
+}
+
+#: marker file the generator writes in ``json_2.1.1/<split>/`` (see :func:`is_generated`)
+GENERATED_MARKER = "generated.json"
+
+
+@functools.lru_cache(maxsize=None)
+def all_scene_numbers() -> tuple[int, ...]:
+    """Every floor plan whose layout the wheel ships."""
+    nums = set()
+    for name in os.listdir(layouts_dir()):
+        if name.startswith("FloorPlan") and name.endswith("-objects.json"):
+            nums.add(int(name[len("FloorPlan"):-len("-objects.json")]))
+    return tuple(sorted(nums))
+
+
 def scene_numbers(split: str) -> list[int]:
-    """Scenes per split: train and valid_seen use ALFRED's training floor plans, valid_unseen its held-out ones."""
-    c = constants()
+    """Floor plans per split, following ALFRED's scene split: ``valid_unseen`` uses only its four held-out floor
+    plans (:data:`UNSEEN_SCENES`); ``train`` and ``valid_seen`` use every other floor plan the wheel ships (ALFRED's
+    train and valid_seen share floor plans). ALFRED's 8 test-unseen floor plans are not published with the wheel,
+    so they cannot be excluded and are part of the train pool."""
     if split in ("train", "valid_seen"):
-        return list(c.TRAIN_SCENE_NUMBERS)
+        return [n for n in all_scene_numbers() if n not in UNSEEN_SCENES]
     if split == "valid_unseen":
-        return list(c.TEST_SCENE_NUMBERS)
+        return list(UNSEEN_SCENES)
     raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+
+
+def is_generated(data_dir: str | None) -> bool:
+    """True when ``data_dir`` (a data root holding ``json_2.1.1/``) contains games written by this project's
+    generator (:mod:`agents.alfworld.generator`) rather than the real ALFWorld data: results on them are not
+    comparable to published ALFWorld numbers. Looks for the generator's marker in any split, and, for data made
+    before the marker existed, for the ``generator`` entry the generator writes into every ``traj_data.json``."""
+    if not data_dir:
+        return False
+    base = os.path.join(data_dir, JSON_DIR)
+    if not os.path.isdir(base):
+        return False
+    for split in sorted(os.listdir(base)):
+        split_dir = os.path.join(base, split)
+        if not os.path.isdir(split_dir):
+            continue
+        if os.path.isfile(os.path.join(split_dir, GENERATED_MARKER)):
+            return True
+        for root, _dirs, files in os.walk(split_dir):
+            if TRAJ_FILE in files:
+                try:
+                    with open(os.path.join(root, TRAJ_FILE)) as f:
+                        if "generator" in json.load(f):
+                            return True
+                except (OSError, ValueError):
+                    pass
+                break  # one game per split is enough: a split is either generated or real
+    return False
 
 
 def task_type_id(name_or_id: str | int) -> int:

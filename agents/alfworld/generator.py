@@ -8,20 +8,28 @@ types, which objects fit where, cleanable/heatable/coolable/...), the goal libra
 (``alfworld.gen.goal_library.gdict``: PDDL goals and task-text templates), the PDDL domain ``alfred.pddl`` and
 the grammar ``alfred.twl2``.
 
-**Format and rules, not distribution.** A generated game is played by the unchanged ALFWorld engine with the
-unchanged domain and grammar, so commands, observations, goals and rewards follow ALFWorld's rules. The scenes,
-however, are *sampled*: which receptacles exist comes from the floor plan's object list (counts and positions
-are ALFRED's only where the wheel's layout lists them), objects are placed at random in receptacles that may hold
-them, and tasks are drawn uniformly over task types and valid (object, receptacle) pairs. The task mix, object
-counts and difficulty therefore differ from the 3553/140/134 human-validated ALFRED games: scores on generated
-games are not comparable to published ALFWorld numbers. Use real data (``ALFWORLD_DATA``) for that.
+What follows ALFRED (see ``agents/alfworld/README.md`` for what still differs):
+
+- **scene split**: ``valid_unseen`` uses only ALFRED's held-out floor plans 10, 219, 308, 424; ``train`` and
+  ``valid_seen`` use every other floor plan (:func:`agents.alfworld.assets.scene_numbers`);
+- **task mix**: the per-type counts of the real split (:data:`agents.alfworld.assets.REAL_SPLIT_COUNTS`), exactly
+  for the real sizes (3553 / 140 / 134) and proportional otherwise (:func:`type_counts`, largest remainder);
+- **locations**: receptacles whose layout poses coincide share one location, as ALFRED's PDDL puts receptacles at
+  the grid pose the agent interacts from (``loc|x/0.25|z/0.25|rotation/90|horizon``);
+- **objects**: every pickupable class the floor plan lists, 1-3 instances each, the target 1-4 times (ALFRED's
+  ``MAX_NUM_OF_OBJ_INSTANCES`` = 3 and ``PICKUP_REPEAT_MAX`` = 4).
 
 Each candidate game is validated by ALFWorld's handcoded expert (with the move/put fix, see
 :mod:`agents.alfworld.expert`) on the real engine and stored with the expert's walkthrough; games the expert
 cannot win within the 50-step episode limit are dropped and counted. Fast Downward's planner is never run.
 
-Determinism: game ``i`` of (split, seed) depends only on (split, seed, i) and the task-type list, so the same
-command line writes byte-identical files.
+Robust runs: candidates are drawn only from floor plans where the task type is feasible; a game that finds no
+solvable candidate in ``max_attempts`` is skipped and reported (the run goes on). Games are written atomically
+(a temporary folder renamed into place) and ``generated.json`` in the split folder records the arguments, so an
+interrupted run resumes: re-running the same command keeps every finished game and writes only the missing ones.
+
+Determinism: game ``i`` of (split, seed, num_games, task types) depends only on those values, so the same command
+line writes byte-identical files.
 """
 from __future__ import annotations
 
@@ -32,17 +40,25 @@ import random
 import shutil
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from agents.alfworld import assets
-from agents.alfworld.assets import GAME_FILE, JSON_DIR, TASK_TYPES, TRAJ_FILE
+from agents.alfworld.assets import GAME_FILE, GENERATED_MARKER, JSON_DIR, TASK_TYPES, TRAJ_FILE
+
+#: bump when the same arguments would produce different games (resume refuses to mix versions)
+GENERATOR_VERSION = 2
 
 # Lamps are toggled in look_at_obj_in_light; they stand on furniture and cannot be picked up.
 LAMPS = ("DeskLamp", "FloorLamp")
 LAMP_SURFACES = ("Desk", "SideTable", "Dresser", "CoffeeTable", "DiningTable", "TVStand", "Shelf", "CounterTop")
-# receptacle classes whose instances the layouts do not list: how many to create
-EXTRA_COUNTS = {"StoveBurner": (2, 4)}
+# receptacle classes whose instances the layouts do not list: how many to create (AI2-THOR stoves have 4 burners)
+EXTRA_COUNTS = {"StoveBurner": (4, 4)}
+# ALFRED's scene initialisation: up to 3 instances of an object class, the pickup target 1-4 times
+INSTANCES = (1, 1, 1, 2, 2, 3)
+TARGET_INSTANCES = (1, 2, 3, 4)
+TARGET_INSTANCES_PICK_TWO = (2, 3, 4)
 
 
 def escape_id(text: str) -> str:
@@ -98,13 +114,15 @@ class GenStats:
     written: int = 0
     dropped_unsolvable: int = 0
     rejected_candidates: int = 0  # sampled task impossible in the sampled scene (no game built)
-    task_types: dict[str, int] = field(default_factory=dict)
+    task_types: dict[str, int] = field(default_factory=dict)  # of the games written by this run
+    kept: int = 0  # finished games found on disk (resumed run) and kept
+    skipped: list[int] = field(default_factory=list)  # game indices with no solvable candidate in max_attempts
     seconds: float = 0.0
 
     def as_dict(self) -> dict:
-        return {"written": self.written, "dropped_unsolvable": self.dropped_unsolvable,
-                "rejected_candidates": self.rejected_candidates, "task_types": dict(sorted(self.task_types.items())),
-                "seconds": round(self.seconds, 2)}
+        return {"written": self.written, "kept": self.kept, "skipped": list(self.skipped),
+                "dropped_unsolvable": self.dropped_unsolvable, "rejected_candidates": self.rejected_candidates,
+                "task_types": dict(sorted(self.task_types.items())), "seconds": round(self.seconds, 2)}
 
 
 # --------------------------------------------------------------------------------------------- rules
@@ -130,21 +148,18 @@ class Rules:
 
 
 # --------------------------------------------------------------------------------------------- scenes
+def _loc(x: float, z: float, rot: float, hor: float) -> str:
+    """ALFRED's location name for an interaction pose: grid cell (0.25 m), rotation index (0-3), camera horizon."""
+    return f"loc|{int(round(x / 0.25))}|{int(round(z / 0.25))}|{int(round(rot / 90)) % 4}|{int(round(hor))}"
+
+
 def build_receptacles(scene_num: int, rules: Rules, rng: random.Random) -> list[Receptacle]:
-    """Receptacle instances of a floor plan: the layout's listed ones with their ids, plus one (or a few)
-    synthesized instance(s) of each other receptacle class the floor plan contains."""
+    """Receptacle instances of a floor plan: the layout's listed ones with their ids and poses (receptacles with the
+    same pose share a location, as in ALFRED), plus synthesized instances of each other receptacle class the floor
+    plan contains (their poses are not in the wheel: random, one location each)."""
     types, poses = assets.scene_layout(scene_num)
     present = set(types)
     used_locs: set[str] = set()
-
-    def loc_from(x: float, z: float, rot: float, hor: float) -> str:
-        gx, gz, r, h = int(round(x / 0.25)), int(round(z / 0.25)), int(round(rot / 90)) % 4, int(round(hor))
-        key = f"loc|{gx}|{gz}|{r}|{h}"
-        while key in used_locs:  # one location per receptacle
-            gx += 1
-            key = f"loc|{gx}|{gz}|{r}|{h}"
-        used_locs.add(key)
-        return key
 
     recs: list[Receptacle] = []
     seen_types = set()
@@ -159,7 +174,9 @@ def build_receptacles(scene_num: int, rules: Rules, rng: random.Random) -> list[
             rtype = cls
         if rtype not in rules.static_receptacles or not rules.fits.get(rtype):
             continue
-        recs.append(Receptacle(rid, rtype, loc_from(x, z, rot, hor)))
+        loc = _loc(x, z, rot, hor)
+        used_locs.add(loc)
+        recs.append(Receptacle(rid, rtype, loc))
         seen_types.add(rtype)
     # receptacle classes the floor plan has but the layout does not list
     for cls in sorted(present):
@@ -171,7 +188,13 @@ def build_receptacles(scene_num: int, rules: Rules, rng: random.Random) -> list[
             x, y, z = rng.uniform(-3, 3), rng.uniform(0, 2), rng.uniform(-3, 3)
             base = f"{rtype.replace('Basin', '') if rtype.endswith('Basin') else rtype}|{_coord(x)}|{_coord(y)}|{_coord(z)}"
             rid = base + ("|" + rtype if rtype.endswith("Basin") else "")
-            recs.append(Receptacle(rid, rtype, loc_from(x, z, rng.choice([0, 90, 180, 270]), rng.choice([0, 30, 60]))))
+            rot, hor = rng.choice([0, 90, 180, 270]), rng.choice([0, 30, 60])
+            loc = _loc(x, z, rot, hor)
+            while loc in used_locs:  # a synthesized receptacle never joins a real pose's location by accident
+                x += 0.25
+                loc = _loc(x, z, rot, hor)
+            used_locs.add(loc)
+            recs.append(Receptacle(rid, rtype, loc))
         seen_types.add(rtype)
     return recs
 
@@ -212,9 +235,11 @@ def feasible_tasks(task_type: str, scene_types: set[str], recs: list[Receptacle]
 
 
 def populate(scene: Scene, spec: TaskSpec, scene_types: set[str], rules: Rules, rng: random.Random,
-             max_distractor_types: int = 16) -> None:
-    """Place the target object(s), a lamp when needed, and random distractors in receptacles that may hold them.
-    No instance of the target starts in a receptacle of the goal class (the goal would hold at the start)."""
+             max_distractor_types: int | None = None) -> None:
+    """Place the target object(s), a lamp when needed, and every other pickupable class of the floor plan
+    (``max_distractor_types`` caps the number of classes; None = all, as in ALFRED's scenes) in receptacles that
+    may hold them. No instance of the target starts in a receptacle of the goal class (the goal would hold at the
+    start)."""
     def new_id(otype: str) -> str:
         while True:
             oid = f"{otype}|{_coord(rng.uniform(-3, 3))}|{_coord(rng.uniform(0, 2))}|{_coord(rng.uniform(-3, 3))}"
@@ -230,17 +255,19 @@ def populate(scene: Scene, spec: TaskSpec, scene_types: set[str], rules: Rules, 
             scene.objects.append(Obj(new_id(otype), otype, parent))
 
     goal_rtype = spec.parent_target or None
-    n_target = rng.choice([2, 2, 3]) if spec.task_type == "pick_two_obj_and_place" else rng.choice([1, 1, 2, 3])
-    place(spec.object_target, n_target, exclude=[goal_rtype] if goal_rtype else [])
+    counts = TARGET_INSTANCES_PICK_TWO if spec.task_type == "pick_two_obj_and_place" else TARGET_INSTANCES
+    place(spec.object_target, rng.choice(counts), exclude=[goal_rtype] if goal_rtype else [])
     if spec.toggle_target:
         surfaces = [r for r in scene.receptacles if r.rtype in LAMP_SURFACES]
         parent = rng.choice(surfaces)
         scene.objects.append(Obj(new_id(spec.toggle_target), spec.toggle_target, parent))
     others = sorted((scene_types & rules.pickupable) - {spec.object_target})
-    rng.shuffle(others)
-    for otype in sorted(others[:max_distractor_types]):
+    if max_distractor_types is not None and len(others) > max_distractor_types:
+        rng.shuffle(others)
+        others = sorted(others[:max_distractor_types])
+    for otype in others:
         # a goal-class receptacle never starts holding the target class; distractors go anywhere they fit
-        place(otype, rng.choice([1, 1, 1, 2, 2, 3]))
+        place(otype, rng.choice(INSTANCES))
 
 
 # --------------------------------------------------------------------------------------------- PDDL
@@ -311,10 +338,64 @@ def game_dir_name(spec: TaskSpec, scene_num: int) -> str:
     return f"{spec.task_type}-{spec.object_target}-None-{recep}-{scene_num}"
 
 
+# --------------------------------------------------------------------------------------------- task mix
+def type_counts(split: str, num_games: int, task_types: Iterable[int] = (1, 2, 3, 4, 5, 6)) -> dict[int, int]:
+    """Games per task type id for ``num_games`` games of ``split``: the real split's per-type counts restricted to
+    ``task_types``, scaled to ``num_games`` with largest-remainder rounding (floors first, then one more game to the
+    types with the largest fractional parts; ties go to the type with more real games, then the lower id). For the
+    real sizes (train 3553, valid_seen 140, valid_unseen 134, all six types) this is exactly the real mix."""
+    if split not in assets.REAL_SPLIT_COUNTS:
+        raise ValueError(f"unknown split {split!r}; expected one of {assets.SPLITS}")
+    ids = sorted({assets.task_type_id(t) for t in task_types})
+    if not ids:
+        raise ValueError("no task types")
+    if num_games < 0:
+        raise ValueError(f"num_games must be >= 0, got {num_games}")
+    real = assets.REAL_SPLIT_COUNTS[split]
+    total = sum(real[t] for t in ids)
+    quotas = {t: num_games * real[t] / total for t in ids}
+    counts = {t: int(quotas[t]) for t in ids}
+    order = sorted(ids, key=lambda t: (-(quotas[t] - counts[t]), -real[t], t))
+    for t in order[: num_games - sum(counts.values())]:
+        counts[t] += 1
+    return counts
+
+
+def type_schedule(split: str, num_games: int, task_types: Iterable[int] = (1, 2, 3, 4, 5, 6)) -> list[str]:
+    """Task type name of each game index: :func:`type_counts` interleaved so that every prefix of the run is close
+    to the target mix (game ``i`` takes the type furthest behind its share of the first ``i + 1`` games)."""
+    counts = type_counts(split, num_games, task_types)
+    done = {t: 0 for t in counts}
+    out = []
+    for i in range(num_games):
+        t = max(counts, key=lambda k: (counts[k] * (i + 1) / num_games - done[k], -k))
+        done[t] += 1
+        out.append(TASK_TYPES[t])
+    return out
+
+
+_FEASIBLE: dict[tuple[str, str], list[int]] = {}
+
+
+def feasible_scenes(split: str, task_type: str, rules: Rules) -> list[int]:
+    """Floor plans of ``split`` where ``task_type`` has at least one feasible (object, receptacle) combination."""
+    key = (split, task_type)
+    if key not in _FEASIBLE:
+        out = []
+        for n in assets.scene_numbers(split):
+            recs = build_receptacles(n, rules, random.Random(0))  # receptacle classes do not depend on the rng
+            if feasible_tasks(task_type, set(assets.scene_layout(n)[0]), recs, rules):
+                out.append(n)
+        _FEASIBLE[key] = out
+    return _FEASIBLE[key]
+
+
 def _sample_candidate(split: str, seed: int, index: int, attempt: int, task_type: str, rules: Rules,
-                      max_distractor_types: int):
-    rng = _seeded("alfworld-gen", split, seed, index, attempt)
-    scenes = assets.scene_numbers(split)
+                      max_distractor_types: int | None = None):
+    rng = _seeded("alfworld-gen", GENERATOR_VERSION, split, seed, index, attempt)
+    scenes = feasible_scenes(split, task_type, rules)
+    if not scenes:
+        return None
     scene_num = rng.choice(scenes)
     scene_types = set(assets.scene_layout(scene_num)[0])
     recs = build_receptacles(scene_num, rules, rng)
@@ -336,34 +417,105 @@ def _sample_candidate(split: str, seed: int, index: int, attempt: int, task_type
     return rng, scene, spec, text
 
 
+# --------------------------------------------------------------------------------------------- resume
+def _run_args(split: str, seed: int, num_games: int, ids: list[int], max_distractor_types: int | None) -> dict:
+    return {"tool": "agents.alfworld.generator", "version": GENERATOR_VERSION, "split": split, "seed": seed,
+            "num_games": num_games, "task_types": ids, "max_distractor_types": max_distractor_types}
+
+
+def _write_json_atomic(path: str, obj: dict) -> None:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def _check_resume(split_dir: str, args: dict) -> None:
+    """Refuse to mix runs: an existing split folder must come from the same generator arguments."""
+    marker = os.path.join(split_dir, GENERATED_MARKER)
+    if os.path.isfile(marker):
+        with open(marker) as f:
+            old = json.load(f).get("args", {})
+        if old != args:
+            diff = {k: (old.get(k), v) for k, v in args.items() if old.get(k) != v}
+            raise ValueError(f"{split_dir} holds games generated with other arguments {diff} (existing, requested); "
+                             "re-run with the same arguments to resume, or use another --out")
+        return
+    for _root, _dirs, files in os.walk(split_dir):
+        if TRAJ_FILE in files:
+            raise ValueError(f"{split_dir} already holds games that this generator version did not write "
+                             f"(no {GENERATED_MARKER}); use another --out")
+
+
+def _existing_games(split_dir: str, seed: int) -> dict[int, str]:
+    """index -> task type of the finished games of this run found on disk (both files readable, solvable)."""
+    prefix = f"trial_G{seed}_"
+    out: dict[int, str] = {}
+    for gdir in os.listdir(split_dir):
+        full = os.path.join(split_dir, gdir)
+        if gdir.startswith(".") or not os.path.isdir(full):
+            continue
+        for trial in os.listdir(full):
+            if not trial.startswith(prefix):
+                continue
+            try:
+                with open(os.path.join(full, trial, TRAJ_FILE)) as f:
+                    traj = json.load(f)
+                with open(os.path.join(full, trial, GAME_FILE)) as f:
+                    ok = json.load(f).get("solvable") and traj["generator"]["seed"] == seed
+                if ok:
+                    out[int(traj["generator"]["index"])] = traj["task_type"]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # unreadable: regenerated (written atomically, so this means outside damage)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- generate
 def generate(out: str, split: str, num_games: int, seed: int, task_types: Iterable[int] = (1, 2, 3, 4, 5, 6),
-             max_attempts: int = 40, max_steps: int = 50, expert_tries: int = 3, max_distractor_types: int = 16,
+             max_attempts: int = 40, max_steps: int = 50, expert_tries: int = 3,
+             max_distractor_types: int | None = None,
              progress: Callable[[int, int], None] | None = None) -> GenStats:
     """Write ``num_games`` expert-validated games of ``split`` under ``out/json_2.1.1/<split>/``.
 
-    Game ``i`` has task type ``task_types[i % len(task_types)]``. Candidates the expert cannot win within
-    ``max_steps`` commands (best of ``expert_tries`` seeds) are dropped and counted in
-    ``GenStats.dropped_unsolvable``; after ``max_attempts`` candidates for one game a RuntimeError is raised.
+    Task types follow :func:`type_schedule` (the real split's mix over ``task_types``). Candidates the expert
+    cannot win within ``max_steps`` commands (best of ``expert_tries`` seeds) are dropped and counted in
+    ``GenStats.dropped_unsolvable``; a game with no solvable candidate in ``max_attempts`` is skipped and listed in
+    ``GenStats.skipped`` (the run continues). Re-running the same command resumes: finished games are kept
+    (``GenStats.kept``). Different arguments on an existing split folder raise ValueError (nothing is touched).
     """
     from agents.alfworld.engine import GameEngine
     from agents.alfworld.expert import run_expert
 
     if split not in assets.SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {assets.SPLITS}")
-    types = [TASK_TYPES[assets.task_type_id(t)] for t in task_types]
-    if not types:
-        raise ValueError("no task types")
+    ids = sorted({assets.task_type_id(t) for t in task_types})
+    schedule = type_schedule(split, num_games, ids)
     rules = Rules()
     stats = GenStats()
     t0 = time.perf_counter()
     split_dir = os.path.join(out, JSON_DIR, split)
     os.makedirs(split_dir, exist_ok=True)
-    engine = GameEngine(cache_size=2, request_facts=True)
+    args = _run_args(split, seed, num_games, ids, max_distractor_types)
+    _check_resume(split_dir, args)
+    marker = os.path.join(split_dir, GENERATED_MARKER)
+    _write_json_atomic(marker, {"args": args, "complete": False,
+                                "type_counts": {TASK_TYPES[t]: n for t, n in type_counts(split, num_games, ids).items()},
+                                "note": "generated by agents.alfworld.generator: ALFWorld's format and rules, not "
+                                        "its human-validated games; results are not comparable to published numbers"})
+    for name in os.listdir(split_dir):  # leftovers of an interrupted run (never renamed into place)
+        if name.startswith(".tmp-"):
+            shutil.rmtree(os.path.join(split_dir, name), ignore_errors=True)
+    existing = _existing_games(split_dir, seed)
+    engine = GameEngine(cache_size=2, request_facts=True, disk_cache=None)
     domain, grammar = assets.domain_text(), assets.grammar_text()
     tmp_root = tempfile.mkdtemp(prefix="alfworld-gen-")
     try:
-        for index in range(num_games):
-            task_type = types[index % len(types)]
+        for index, task_type in enumerate(schedule):
+            if existing.get(index) == task_type:
+                stats.kept += 1
+                if progress is not None:
+                    progress(index + 1, num_games)
+                continue
             for attempt in range(max_attempts):
                 cand = _sample_candidate(split, seed, index, attempt, task_type, rules, max_distractor_types)
                 if cand is None:
@@ -386,8 +538,8 @@ def generate(out: str, split: str, num_games: int, seed: int, task_types: Iterab
                     "pddl_params": pddl_params,
                     "scene": {"floor_plan": f"FloorPlan{scene.scene_num}", "scene_num": scene.scene_num},
                     "turk_annotations": {"anns": [{"task_desc": text, "high_descs": [], "votes": []}]},
-                    "generator": {"tool": "agents.alfworld.generator", "split": split, "seed": seed,
-                                  "index": index, "attempt": attempt,
+                    "generator": {"tool": "agents.alfworld.generator", "version": GENERATOR_VERSION,
+                                  "split": split, "seed": seed, "index": index, "attempt": attempt,
                                   "note": "ALFWorld format and rules; not ALFWorld's task distribution"},
                 }
                 tmp_game = os.path.join(tmp_root, f"{index}_{attempt}", GAME_FILE)
@@ -401,25 +553,45 @@ def generate(out: str, split: str, num_games: int, seed: int, task_types: Iterab
                     if walk is not None and (best is None or len(walk) < len(best)):
                         best = walk
                 engine.close()
+                shutil.rmtree(os.path.dirname(tmp_game), ignore_errors=True)
                 if best is None:
                     stats.dropped_unsolvable += 1
                     continue
                 game["solvable"] = True
                 game["walkthrough"] = best
-                gdir = os.path.join(split_dir, game_dir_name(spec, scene.scene_num), trial)
-                os.makedirs(gdir, exist_ok=True)
-                with open(os.path.join(gdir, GAME_FILE), "w") as f:
-                    json.dump(game, f, indent=1)
-                with open(os.path.join(gdir, TRAJ_FILE), "w") as f:
-                    json.dump(traj, f, indent=1, sort_keys=True)
+                _write_game(split_dir, game_dir_name(spec, scene.scene_num), trial, game, traj)
                 stats.written += 1
                 stats.task_types[spec.task_type] = stats.task_types.get(spec.task_type, 0) + 1
                 break
             else:
-                raise RuntimeError(f"game {index} ({task_type}): no solvable candidate in {max_attempts} attempts")
+                stats.skipped.append(index)
+                warnings.warn(f"game {index} ({task_type}, {split}): no solvable candidate in {max_attempts} "
+                              "attempts; skipped", RuntimeWarning, stacklevel=2)
             if progress is not None:
                 progress(index + 1, num_games)
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
     stats.seconds = time.perf_counter() - t0
+    with open(marker) as f:
+        info = json.load(f)
+    info.update(complete=not stats.skipped, last_run=stats.as_dict())
+    _write_json_atomic(marker, info)
     return stats
+
+
+def _write_game(split_dir: str, dirname: str, trial: str, game: dict, traj: dict) -> None:
+    """Write both files of a game into a hidden temporary folder, then rename it into place (atomic: a game folder
+    either is complete or does not exist, whatever interrupts the run)."""
+    tmp = os.path.join(split_dir, f".tmp-{trial}-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    with open(os.path.join(tmp, GAME_FILE), "w") as f:
+        json.dump(game, f, indent=1)
+    with open(os.path.join(tmp, TRAJ_FILE), "w") as f:
+        json.dump(traj, f, indent=1, sort_keys=True)
+    final_parent = os.path.join(split_dir, dirname)
+    os.makedirs(final_parent, exist_ok=True)
+    final = os.path.join(final_parent, trial)
+    if os.path.isdir(final):  # a damaged copy of the same game: replace it
+        shutil.rmtree(final)
+    os.rename(tmp, final)

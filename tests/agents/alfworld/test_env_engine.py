@@ -172,7 +172,8 @@ def test_generation_is_deterministic_per_split_and_seed(tmp_path):
         out = {}
         for d, _, fs in os.walk(root):
             for f in fs:
-                out[os.path.relpath(os.path.join(d, f), root)] = os.path.join(d, f)
+                if f != "generated.json":  # the run marker records timings
+                    out[os.path.relpath(os.path.join(d, f), root)] = os.path.join(d, f)
         return out
 
     fa, fb, fc = files(dirs[0]), files(dirs[1]), files(dirs[2])
