@@ -18,6 +18,9 @@ with ``option_text = ", and ".join(f"{name}: {', '.join(values)}")`` and returns
 
 The index is a term-major sparse matrix of precomputed per-posting scores (numpy), built in one pass over the
 catalog and saved/loaded as ``.npy`` files (:meth:`SearchEngine.save` / :meth:`SearchEngine.load`, memory-mapped).
+Queries are exact: documents of the rarer query terms are scored in full (the most common terms' scores are
+gathered from dense rows) and the common terms' posting lists are skipped whenever their summed maxima cannot
+reach the k-th score (MaxScore's bound); otherwise every posting is accumulated.
 """
 from __future__ import annotations
 
@@ -131,7 +134,7 @@ def _quantized(lengths: np.ndarray) -> np.ndarray:
 class SearchEngine:
     """BM25 over products (see module doc). Build from products, or :meth:`load` a saved index."""
 
-    FILES = ("indptr.npy", "docs.npy", "scores.npy")
+    FILES = ("indptr.npy", "docs.npy", "scores.npy", "term_max.npy", "dense_ids.npy", "dense.npy")
 
     def __init__(self, products: Iterable[dict[str, Any]] | None = None, k1: float = 0.9, b: float = 0.4,
                  texts: Iterable[tuple[str, str]] | None = None):
@@ -147,8 +150,14 @@ class SearchEngine:
         self._set(*builder.finish())
 
     def _set(self, asins: Sequence[str], vocab: dict[str, int], indptr: np.ndarray, docs: np.ndarray,
-             scores: np.ndarray) -> None:
+             scores: np.ndarray, term_max: np.ndarray | None = None, dense_ids: np.ndarray | None = None,
+             dense: np.ndarray | None = None) -> None:
         self.asins, self.vocab, self.indptr, self.docs, self.scores = asins, vocab, indptr, docs, scores
+        if term_max is None:
+            term_max, dense_ids, dense = _extras(len(asins), indptr, docs, scores)
+        self.term_max, self.dense_ids, self.dense = term_max, dense_ids, dense
+        # the most common terms also as dense rows: gathered for candidates instead of scanning their postings
+        self.dense_rows = {int(t): i for i, t in enumerate(np.asarray(dense_ids).tolist())}
 
     def __len__(self) -> int:
         return len(self.asins)
@@ -158,6 +167,7 @@ class SearchEngine:
         return [self.asins[i] for i in self.search_ids(query, k)]
 
     def search_ids(self, query: str, k: int = SEARCH_RETURN_N) -> list[int]:
+        """Document ids of the top ``k`` (exact BM25 order, ties by id)."""
         counts: dict[int, int] = {}
         for t in self.analyze(query):
             tid = self.vocab.get(t)
@@ -165,29 +175,59 @@ class SearchEngine:
                 counts[tid] = counts.get(tid, 0) + 1
         if not counts or not len(self.asins):
             return []
-        if len(counts) == 1:
-            (tid, w), = counts.items()
+        terms = sorted(counts.items())
+        if len(terms) == 1:
+            (tid, w), = terms
             lo, hi = self.indptr[tid], self.indptr[tid + 1]
-            cand, sc = np.asarray(self.docs[lo:hi]), np.asarray(self.scores[lo:hi]) * np.float32(w)
-        else:
-            acc = np.zeros(len(self.asins), dtype=np.float32)
-            for tid, w in counts.items():
+            return _top(np.asarray(self.docs[lo:hi]), np.asarray(self.scores[lo:hi], dtype=np.float64) * w, k)
+        dense = [(tid, w) for tid, w in terms if tid in self.dense_rows]
+        sparse = [(tid, w) for tid, w in terms if tid not in self.dense_rows]
+        if dense and sparse:
+            hit = self._candidates(sparse, dense, k)
+            if hit is not None:
+                return hit
+        return self._full(terms, k)
+
+    def _full(self, terms: list[tuple[int, int]], k: int) -> list[int]:
+        """Accumulate every posting of every query term over all documents."""
+        acc = np.zeros(len(self.asins), dtype=np.float64)
+        for tid, w in terms:
+            row = self.dense_rows.get(tid)
+            if row is not None:
+                acc += self.dense[row] * float(w)
+            else:
                 lo, hi = self.indptr[tid], self.indptr[tid + 1]
-                acc[self.docs[lo:hi]] += self.scores[lo:hi] * np.float32(w)
-            cand = np.flatnonzero(acc > 0)
-            sc = acc[cand]
-        if cand.size > k:
-            # keep every document tied with the k-th score, then order by (-score, doc id)
-            kth = np.partition(sc, cand.size - k)[cand.size - k]
-            keep = sc >= kth
-            cand, sc = cand[keep], sc[keep]
-        order = np.lexsort((cand, -sc))[:k]
-        return cand[order].tolist()
+                acc[self.docs[lo:hi]] += np.asarray(self.scores[lo:hi], dtype=np.float64) * w
+        cand = np.flatnonzero(acc > 0)
+        return _top(cand, acc[cand], k)
+
+    def _candidates(self, sparse: list[tuple[int, int]], dense: list[tuple[int, int]], k: int) -> list[int] | None:
+        """Exact top-k without touching the common (dense) terms' posting lists, or None when that cannot be
+        guaranteed: candidates are the documents of the rarer terms, scored in full (dense rows are gathered);
+        any other document matches only common terms, so it scores at most the sum of their maxima, and if that
+        is below the k-th candidate score no such document can enter the top k (MaxScore's argument)."""
+        slices = [(self.indptr[t], self.indptr[t + 1], w) for t, w in sparse]
+        if sum(hi - lo for lo, hi, _ in slices) > len(self.asins) // 4:
+            return None
+        docs = np.concatenate([np.asarray(self.docs[lo:hi]) for lo, hi, _ in slices])
+        vals = np.concatenate([np.asarray(self.scores[lo:hi], dtype=np.float64) * w for lo, hi, w in slices])
+        cand, inverse = np.unique(docs, return_inverse=True)
+        if cand.size < k:
+            return None
+        sc = np.bincount(inverse, weights=vals, minlength=cand.size)
+        for tid, w in dense:
+            sc += np.asarray(self.dense[self.dense_rows[tid]][cand], dtype=np.float64) * w
+        kth = np.partition(sc, cand.size - k)[cand.size - k]
+        bound = sum(float(self.term_max[tid]) * w for tid, w in dense)
+        if bound * (1 + 1e-6) >= kth:
+            return None
+        return _top(cand, sc, k)
 
     # ------------------------------------------------------------------------------------------ persistence
     def save(self, directory: str) -> None:
         os.makedirs(directory, exist_ok=True)
-        for name, arr in zip(self.FILES, (self.indptr, self.docs, self.scores)):
+        for name, arr in zip(self.FILES, (self.indptr, self.docs, self.scores, self.term_max, self.dense_ids,
+                                          self.dense)):
             np.save(os.path.join(directory, name), np.asarray(arr))
         terms = [""] * len(self.vocab)
         for t, i in self.vocab.items():
@@ -203,6 +243,38 @@ class SearchEngine:
             terms = f.read().split("\n")
         eng._set(asins, {t: i for i, t in enumerate(terms)}, *arrays)
         return eng
+
+
+def _top(cand: np.ndarray, sc: np.ndarray, k: int) -> list[int]:
+    """The k best (highest score, then lowest id) of candidate ids with their scores."""
+    if cand.size > k:
+        # keep every document tied with the k-th score, then order by (-score, doc id)
+        kth = np.partition(sc, cand.size - k)[cand.size - k]
+        keep = sc >= kth
+        cand, sc = cand[keep], sc[keep]
+    order = np.lexsort((cand, -sc))[:k]
+    return np.asarray(cand)[order].tolist()
+
+
+DENSE_MAX_TERMS = 128  # at 1.18M products: at most 128 * 4.7 MB on disk (memory-mapped)
+
+
+def _extras(n_docs: int, indptr: np.ndarray, docs: np.ndarray, scores: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-term maximum posting score, and dense score rows for the most common terms (df >= n/64)."""
+    n_terms = len(indptr) - 1
+    df = np.diff(indptr)
+    term_max = np.zeros(n_terms, dtype=np.float32)
+    nonempty = df > 0
+    if scores.size:
+        term_max[nonempty] = np.maximum.reduceat(np.asarray(scores), np.asarray(indptr[:-1])[nonempty])
+    common = np.flatnonzero(df >= max(n_docs // 64, 256))
+    dense_ids = common[np.argsort(-df[common], kind="stable")][:DENSE_MAX_TERMS].astype(np.int64)
+    dense = np.zeros((len(dense_ids), n_docs), dtype=np.float32)
+    for row, t in enumerate(dense_ids):
+        lo, hi = indptr[t], indptr[t + 1]
+        dense[row, docs[lo:hi]] = scores[lo:hi]
+    return term_max, dense_ids, dense
 
 
 class IndexBuilder:

@@ -29,7 +29,7 @@ import numpy as np
 from webshop_server.search import ANALYZER_VERSION, IndexBuilder, SearchEngine, product_text
 
 log = logging.getLogger(__name__)
-STORE_VERSION = "1"
+STORE_VERSION = "2"
 # keys of a product record that goals need (human goals: instructions; synthetic: instruction_text, options ...)
 GOAL_KEYS = ("asin", "category", "query", "name", "Title", "product_category", "instructions", "instruction_text",
              "instruction_attributes", "options")
