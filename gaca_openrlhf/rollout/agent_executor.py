@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 _register_toy()
 
 
-def _step_record(prompt_ids, response_ids, logprobs, reward, valid, anchor, t, truncated):
+def _step_record(prompt_ids, response_ids, logprobs, reward, valid, anchor, t, truncated, anchor_text=None):
     return dict(
         prompt_ids=prompt_ids,
         response_ids=response_ids,
@@ -42,6 +42,7 @@ def _step_record(prompt_ids, response_ids, logprobs, reward, valid, anchor, t, t
         reward=float(reward),
         valid=bool(valid),
         anchor_id=int(anchor),
+        anchor_text=anchor_text,  # for --gaca.similarity_grouping (gaca_openrlhf.trainer.anchor_text)
         step_index=int(t),
         truncated=bool(truncated),
     )
@@ -118,7 +119,8 @@ class AgentExecutor(AgentExecutorBase):
                 out.update(failed=True, error=f"step {t}: {e!r}")
                 break
             out["steps"].append(
-                _step_record(prompt_ids, response_ids, logprobs, nxt.reward, valid, anchor_id(obs.anchor), t, truncated)
+                _step_record(prompt_ids, response_ids, logprobs, nxt.reward, valid, anchor_id(obs.anchor), t, truncated,
+                             obs.anchor)
             )
             memory.add(obs.observation, parsed.action)
             obs = nxt

@@ -23,6 +23,7 @@ from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from gaca_openrlhf.advantages import AdvantageConfig, StepBatch, compute_advantages, list_estimators, summary_metrics
 
 from .minibatch import balanced_sizes
+from . import anchor_text
 from .entropy import ENTROPY_KEY, EntropyExperienceMixin
 from .samples import META_KEYS
 
@@ -106,7 +107,9 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
 
         t0 = time.time()
         batch, row_pos = gather_step_batch(experiences)
-        result = compute_advantages(batch, self.adv_config)
+        texts = anchor_text.lookup(batch.anchor_id.tolist()) if self.adv_config.similarity_grouping else None
+        anchor_text.clear()
+        result = compute_advantages(batch, self.adv_config, anchor_text=texts)
         per_row = result.advantage.float()[row_pos]
         adv_seconds = time.time() - t0
 

@@ -26,6 +26,8 @@ from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator, _coll
 from openrlhf.trainer.ray.vllm_engine import batch_vllm_engine_call
 from openrlhf.utils.logging_utils import init_logger
 
+from . import anchor_text
+
 from .minibatch import MiniBatchPlan
 
 logger = init_logger(__name__)
@@ -44,6 +46,7 @@ def step_experience(step: dict, group_id: int, traj_id: int, episode: dict) -> E
     ``SamplesGenerator._process_response_into_experience``), ones over the response tokens.
     """
     prompt_ids, response_ids = step["prompt_ids"], step["response_ids"]
+    anchor_text.remember(step["anchor_id"], step.get("anchor_text"))  # similarity grouping reads it by hash
     p, total = len(prompt_ids), len(prompt_ids) + len(response_ids)
     sequences = torch.tensor(prompt_ids + response_ids, dtype=torch.long)
     action_mask = torch.zeros(total - 1, dtype=torch.long)
