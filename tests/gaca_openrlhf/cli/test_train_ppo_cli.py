@@ -1,7 +1,6 @@
 """The CLI reuses OpenRLHF's parser and validation and adds the project's options."""
 import pytest
 
-pytest.importorskip("openrlhf")
 from gaca_openrlhf.cli.train_ppo import parse_args  # noqa: E402
 from gaca_openrlhf.rollout import AGENT_FUNC_PATH  # noqa: E402
 from gaca_openrlhf.trainer.ppo_trainer import advantage_config, updates_per_iteration  # noqa: E402

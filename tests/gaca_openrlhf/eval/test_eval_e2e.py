@@ -56,7 +56,6 @@ def _check_common(result, num_tasks, k, max_steps):
 
 def test_eval_alfworld_generated_games(tiny_model, workdir):
     tmp_path = workdir
-    pytest.importorskip("textworld")
     from agents.alfworld.generator import generate
 
     root = str(tmp_path / "alfworld")

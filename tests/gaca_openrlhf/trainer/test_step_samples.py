@@ -2,7 +2,6 @@
 import pytest
 import torch
 
-pytest.importorskip("openrlhf")
 from openrlhf.trainer.ppo_utils.experience import Experience  # noqa: E402
 
 from gaca_openrlhf.advantages import AdvantageConfig, StepBatch, compute_advantages  # noqa: E402
