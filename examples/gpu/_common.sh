@@ -24,13 +24,17 @@ SEED="${SEED:-42}"
 SAVE_STEPS="${SAVE_STEPS:-10}"                  # DeepSpeed + HF checkpoint every N iterations
 DRY_RUN="${DRY_RUN:-0}"
 
-# The method's estimator options: grpo | gigpo | gaca (paper defaults).
+# The method's estimator options: grpo | gigpo | gaca | hgpo | empg (paper / public recipe defaults).
 method_args() {
   case "$1" in
     grpo)  METHOD_ARGS=(--algo.advantage.estimator grpo) ;;
     gigpo) METHOD_ARGS=(--algo.advantage.estimator gigpo --gaca.omega 1.0) ;;
     gaca)  METHOD_ARGS=(--algo.advantage.estimator gaca --gaca.lambda0 0.5 --gaca.alpha 0.5 --gaca.alpha_c 1.0) ;;
-    *) echo "unknown method '$1' (grpo | gigpo | gaca)" >&2; exit 2 ;;
+    hgpo)  METHOD_ARGS=(--algo.advantage.estimator hgpo --gaca.history_length 2 --gaca.length_weight_alpha 1.0
+                        --gaca.base_group false) ;;
+    empg)  METHOD_ARGS=(--algo.advantage.estimator empg --gaca.empg_k 1.0 --gaca.empg_k_future 1.0
+                        --gaca.empg_zeta 0.1) ;;
+    *) echo "unknown method '$1' (grpo | gigpo | gaca | hgpo | empg)" >&2; exit 2 ;;
   esac
 }
 
