@@ -6,6 +6,8 @@ generate: write expert-validated offline games in ALFWorld's layout (see agents/
 check:    replay every stored walkthrough through the training env adapter; the last line printed is JSON
           {"games", "won", "task_types", "reset_ms_p50", "step_ms_p50"}.
 panels:   write the standard task panels (train / eval_id = 128 of valid_seen / eval_ood) of a data root.
+stats:    distribution figures of a split (expert steps per task type, objects/receptacles/locations per scene by
+          room type, floor plans used); works on real and generated data. Prints JSON.
 """
 from __future__ import annotations
 
@@ -55,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     pn.add_argument("--out", required=True, help="folder for train.json / eval_id.json / eval_ood.json")
     pn.add_argument("--seed", type=int, default=0)
 
+    st = sub.add_parser("stats", help="distribution figures of a split (real or generated)")
+    st.add_argument("--data", required=True)
+    st.add_argument("--split", required=True, choices=["train", "valid_seen", "valid_unseen"])
+
     args = p.parse_args(argv)
     if args.cmd == "generate":
         from agents.alfworld.generator import generate
@@ -87,6 +93,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{expert} game(s) had no stored walkthrough and were played by the expert", file=sys.stderr)
         print(json.dumps(res))
         return 0 if res["games"] > 0 and res["won"] == res["games"] else 1
+    if args.cmd == "stats":
+        from agents.alfworld import is_generated
+        from agents.alfworld.check import split_stats
+
+        res = split_stats(args.data, args.split)
+        res["generated"] = is_generated(args.data)
+        print(json.dumps(res))
+        return 0 if res["games"] else 1
     if args.cmd == "panels":
         from agents.alfworld.panels import build_standard_panels
 

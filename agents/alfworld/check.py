@@ -76,3 +76,55 @@ def _expert_walkthrough(gamefile: str) -> list[str] | None:
         return run_expert(engine, gamefile, traj["task_type"], traj["pddl_params"], seed=0)
     finally:
         engine.close()
+
+
+ROOM_TYPES = {0: "kitchen", 2: "living_room", 3: "bedroom", 4: "bathroom"}
+
+
+def room_type(scene_num: int) -> str:
+    """AI2-THOR floor-plan numbering: 1-30 kitchens, 201-230 living rooms, 301-330 bedrooms, 401-430 bathrooms."""
+    return ROOM_TYPES.get(int(scene_num) // 100, "unknown")
+
+
+def _dist(xs: list[float]) -> dict:
+    if not xs:
+        return {"n": 0}
+    return {"n": len(xs), "mean": round(statistics.fmean(xs), 1), "p50": statistics.median(xs),
+            "min": min(xs), "max": max(xs)}
+
+
+def split_stats(data_root: str, split: str) -> dict:
+    """Distribution figures of a split, from the game files alone (works on real and generated data): expert
+    steps per task type (length of the stored walkthrough), objects / receptacles / locations per scene by room
+    type, and the share of receptacles that share their location with another receptacle."""
+    import re
+
+    games = list_games(data_root, split)
+    steps: dict[str, list[int]] = {}
+    per_room: dict[str, dict[str, list[int]]] = {}
+    shared = total_recs = 0
+    scenes: set[int] = set()
+    for gid, ttype in games:
+        with open(os.path.join(data_root, gid, GAME_FILE)) as f:
+            game = json.load(f)
+        with open(os.path.join(data_root, gid, "traj_data.json")) as f:
+            traj = json.load(f)
+        if game.get("walkthrough"):
+            steps.setdefault(ttype, []).append(len(game["walkthrough"]))
+        problem = game.get("pddl_problem", "")
+        n_obj = len(re.findall(r"\s-\s+object\b", problem))
+        n_rec = len(re.findall(r"\s-\s+receptacle\b", problem))
+        rec_locs = re.findall(r"\(receptacleAtLocation\s+(\S+)\s+(\S+)\)", problem)
+        per_loc = Counter(loc for _r, loc in rec_locs)
+        shared += sum(n for n in per_loc.values() if n > 1)
+        total_recs += len(rec_locs)
+        scene = int(traj.get("scene", {}).get("scene_num", -1))
+        scenes.add(scene)
+        room = per_room.setdefault(room_type(scene), {"objects": [], "receptacles": [], "locations": []})
+        room["objects"].append(n_obj)
+        room["receptacles"].append(n_rec)
+        room["locations"].append(len(per_loc))
+    return {"games": len(games), "floor_plans": sorted(scenes),
+            "expert_steps": {t: _dist(v) for t, v in sorted(steps.items())},
+            "per_room": {r: {k: _dist(v) for k, v in d.items()} for r, d in sorted(per_room.items())},
+            "receptacles_sharing_a_location": round(shared / total_recs, 3) if total_recs else 0.0}

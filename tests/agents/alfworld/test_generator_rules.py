@@ -243,3 +243,25 @@ def test_registry_exports():
 
     m = importlib.import_module(mod)
     assert callable(getattr(m, factory)) and getattr(m, template).first
+
+
+def test_split_stats_counts_from_game_files(tmp_path):
+    from agents.alfworld.check import room_type, split_stats
+
+    d = tmp_path / "json_2.1.1" / "valid_seen" / "pick_and_place_simple-Apple-None-Fridge-12" / "trial_1"
+    d.mkdir(parents=True)
+    (d / "traj_data.json").write_text(json.dumps({"task_type": "pick_and_place_simple", "scene": {"scene_num": 12}}))
+    problem = ("(:objects\nagent1 - agent\nApple_bar_1 - object\nMug_bar_2 - object\nMug_bar_3 - object\n"
+               "Cabinet_bar_1 - receptacle\nCabinet_bar_2 - receptacle\nFridge_bar_1 - receptacle\n"
+               "loc_bar_1 - location\nloc_bar_2 - location\n)\n(:init\n"
+               "(receptacleAtLocation Cabinet_bar_1 loc_bar_1)\n(receptacleAtLocation Cabinet_bar_2 loc_bar_1)\n"
+               "(receptacleAtLocation Fridge_bar_1 loc_bar_2)\n)")
+    (d / "game.tw-pddl").write_text(json.dumps({"solvable": True, "pddl_problem": problem,
+                                                "walkthrough": ["look", "go to fridge 1", "open fridge 1"]}))
+    res = split_stats(str(tmp_path), "valid_seen")
+    assert res["games"] == 1 and res["floor_plans"] == [12]
+    assert res["expert_steps"]["pick_and_place_simple"]["mean"] == 3
+    kitchen = res["per_room"]["kitchen"]
+    assert kitchen["objects"]["p50"] == 3 and kitchen["receptacles"]["p50"] == 3 and kitchen["locations"]["p50"] == 2
+    assert res["receptacles_sharing_a_location"] == round(2 / 3, 3)
+    assert [room_type(n) for n in (1, 230, 301, 424)] == ["kitchen", "living_room", "bedroom", "bathroom"]
