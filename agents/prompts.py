@@ -196,7 +196,8 @@ def render_case(case: dict) -> dict:
     task, obs, actions, history = _case_inputs(env, case)
     # verl-agent's step count is the length of the episode's memory; a case may list only the trailing pairs
     step_count = max(int(case.get("step_count") or 0), len(history))
-    out["prompt"] = render_prompt(template, task, obs, actions, history, step_count, int(case["history_length"]))
+    history_k = max(0, int(case["history_length"]))  # verl-agent: history_length <= 0 means no history
+    out["prompt"] = render_prompt(template, task, obs, actions, history, step_count, history_k)
     return out
 
 
