@@ -97,16 +97,17 @@ def render_prompt(template: PromptTemplate, task: str, observation: str, admissi
     """Render one step prompt from explicit inputs (rules in the module docstring).
 
     ``history`` holds the episode's (observation, action) pairs, oldest first; only the last ``history_k`` are
-    shown. ``step_count`` is the number of steps taken before this one (it numbers the shown pairs).
+    shown (``history_k <= 0``: none, verl-agent's ``history_length <= 0``). ``step_count`` is the number of steps
+    taken before this one (it numbers the shown pairs).
     """
-    if step_count < 0 or history_k < 0:
-        raise ValueError(f"step_count and history_k must be >= 0, got {step_count}, {history_k}")
+    if step_count < 0:
+        raise ValueError(f"step_count must be >= 0, got {step_count}")
     if len(history) > step_count:
         raise ValueError(f"history has {len(history)} pairs but only {step_count} steps were taken")
     actions = template.format_actions([a for a in admissible_actions if a not in template.hidden_actions])
     first = template.first.format(task=task, observation=observation, admissible_actions=actions,
                                   step_count=step_count, history_length=0, history="", current_step=step_count + 1)
-    if step_count == 0 or history_k == 0:
+    if step_count == 0 or history_k <= 0:
         return first
     shown = list(history)[-history_k:]
     later = template.later.format(task=task, observation=observation, admissible_actions=actions,
@@ -196,8 +197,7 @@ def render_case(case: dict) -> dict:
     task, obs, actions, history = _case_inputs(env, case)
     # verl-agent's step count is the length of the episode's memory; a case may list only the trailing pairs
     step_count = max(int(case.get("step_count") or 0), len(history))
-    history_k = max(0, int(case["history_length"]))  # verl-agent: history_length <= 0 means no history
-    out["prompt"] = render_prompt(template, task, obs, actions, history, step_count, history_k)
+    out["prompt"] = render_prompt(template, task, obs, actions, history, step_count, int(case["history_length"]))
     return out
 
 

@@ -139,6 +139,7 @@ def test_first_step_and_history_zero_use_the_no_history_template():
     for i in range(3):
         m0.add(f"o{i}", "look")
     assert render_step_prompt(T, "task", m0, "o3", ["look"]) == "F T=task O=o3 A=['look']"
+    assert render_prompt(T, "task", "o3", ["look"], [("o2", "look")], 3, -1) == "F T=task O=o3 A=['look']"
 
 
 def test_history_window_and_counts():
