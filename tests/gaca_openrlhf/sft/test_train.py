@@ -1,0 +1,67 @@
+"""The SFT loop: it learns the response (loss masked on the prompt) and saves a loadable model."""
+import json
+
+import pytest
+import torch
+
+from gaca_openrlhf.models.agent import AgentModelSpec, build_agent_model, ensure_agent_model
+from gaca_openrlhf.sft.train import SFTConfig, encode_samples, train_sft
+
+PAIRS = [
+    ("Your task is to: put a mug in desk.\nYour admissible actions are: ['go to desk 1', 'go to shelf 2'].",
+     "<think>I should go to shelf 2.</think><action>go to shelf 2</action>"),
+    ("Your task is to: put a pen in drawer.\nYour admissible actions are: ['go to drawer 3', 'take pen 1 from bed 1'].",
+     "<think>I should take pen 1 from bed 1.</think><action>take pen 1 from bed 1</action>"),
+]
+SPEC = AgentModelSpec(vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    return build_agent_model(tmp_path_factory.mktemp("m") / "base", [p for p, _ in PAIRS] + [r for _, r in PAIRS], SPEC)
+
+
+def test_agent_model_is_cached_by_corpus_and_spec(base, tmp_path):
+    texts = ["a b c", "d e f"] * 20
+    spec = SPEC
+    d = ensure_agent_model(texts, spec, out_dir=tmp_path / "m")
+    stamp = (d / "model.safetensors").stat().st_mtime_ns
+    assert ensure_agent_model(texts, spec, out_dir=tmp_path / "m") == d
+    assert (d / "model.safetensors").stat().st_mtime_ns == stamp  # reused, not rebuilt
+    ensure_agent_model(texts + ["g"], spec, out_dir=tmp_path / "m")
+    assert json.loads((d / "gaca_agent_model.json").read_text())["corpus_texts"] == len(texts) + 1
+    cfg = json.loads((base / "config.json").read_text())
+    assert cfg["tie_word_embeddings"] is False and cfg["head_dim"] >= 32
+
+
+def test_encode_samples_uses_the_rollout_encoding_and_appends_eos(base):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(base)
+    (p, r), _ = encode_samples(tok, PAIRS, prompt_max_len=2048)
+    assert r[-1] == tok.eos_token_id
+    assert tok.decode(r[:-1]) == PAIRS[0][1]
+    assert tok.decode(p).endswith("<|im_start|>assistant\n")
+    (p_short, _), _ = encode_samples(tok, PAIRS, prompt_max_len=10)
+    assert p_short == p[-10:]  # left-truncated as the rollout does
+
+
+def test_sft_learns_the_responses(base, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    stats = train_sft(base, PAIRS, tmp_path / "warm", SFTConfig(epochs=60, batch_size=2, lr=3e-3, warmup_frac=0.0),
+                      log=lambda m: None)
+    assert stats["loss_last10pct"] < 0.2 * stats["loss_first"]
+    tok = AutoTokenizer.from_pretrained(tmp_path / "warm")
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "warm")
+    for (prompt, response), (ids, _) in zip(PAIRS, encode_samples(tok, PAIRS, 2048)):
+        out = model.generate(torch.tensor([ids]), max_new_tokens=40, do_sample=False,
+                             eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+        assert tok.decode(out[0, len(ids):], skip_special_tokens=True) == response
+    assert json.loads((tmp_path / "warm" / "gaca_sft.json").read_text())["samples"] == 2
+
+
+def test_sft_rejects_empty_data(base, tmp_path):
+    with pytest.raises(ValueError, match="no SFT samples"):
+        train_sft(base, [], tmp_path / "x")
