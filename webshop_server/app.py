@@ -19,7 +19,7 @@ API:
 * ``GET /api/stats`` -> catalog/goal/session counters.
 
 Errors are JSON ``{"error": reason}``: 400 malformed body, 404 unknown session or route, 410 a session that
-existed but is gone (``"session_state"``: evicted / expired / closed), 413 body too large. API episodes and page
+existed but is gone (``"session_state"``: evicted / expired / closed / server_restarted), 413 body too large. API episodes and page
 sessions live in separate stores: pages never see, finish or evict an API episode.
 """
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import threading
 from typing import Any
 
 from flask import Flask, abort, jsonify, redirect, render_template, request, url_for
@@ -39,6 +40,7 @@ from webshop_server.sessions import UNKNOWN, SessionStore
 MAX_BODY_BYTES = 16 * 1024
 MAX_ACTION_CHARS = 1000
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+_API_SID = re.compile(r"^[0-9a-f]{32}$")
 
 
 class ApiError(Exception):
@@ -62,8 +64,17 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
     # reset, finish or evict an API episode (page traffic only ever evicts other page sessions).
     store = SessionStore(max_sessions=max_sessions, ttl_seconds=session_ttl)
     page_store = SessionStore(max_sessions=max_sessions, ttl_seconds=session_ttl)
+    # API session ids start with this server instance's boot id, so a restarted server can tell an episode of
+    # its previous life (410 "server_restarted") from an id it never issued (404)
+    boot_id = secrets.token_hex(4)
+    counters = {"steps": 0, "resets": 0, "closed": 0}
+    counters_lock = threading.Lock()
+
+    def count(key: str) -> None:
+        with counters_lock:
+            counters[key] += 1
     app.extensions["webshop"] = {"shop": shop, "store": store, "page_store": page_store,
-                                 "expose_goals": expose_goals}
+                                 "expose_goals": expose_goals, "boot_id": boot_id, "counters": counters}
 
     # ------------------------------------------------------------------------------------------ helpers
     def is_api() -> bool:
@@ -105,6 +116,8 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
         return v
 
     def gone(sid: str, why: str) -> ApiError:
+        if why == UNKNOWN and _API_SID.match(sid) and not sid.startswith(boot_id):
+            why = "server_restarted"
         if why == UNKNOWN:
             return ApiError(404, f"unknown session {sid[:80]!r}")
         # 410: the episode existed but is lost (evicted from the full store, idle past the TTL, or closed)
@@ -138,6 +151,8 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
             "splits": {k: len(split_range(k, len(shop.goals))) for k in SPLITS},
             "sessions": len(store), "sessions_evicted": store.evicted, "sessions_expired": store.expired,
             "page_sessions": len(page_store), "page_sessions_evicted": page_store.evicted,
+            "boot_id": boot_id, "resets_total": counters["resets"], "steps_total": counters["steps"],
+            "closed_total": counters["closed"],
             "max_sessions": store.max_sessions, "session_ttl_s": store.ttl, "load_seconds": shop.load_seconds,
         })
 
@@ -157,8 +172,9 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
             gi = shop.goal_index(split=split, index=index, goal_index=goal_index)
         except IndexError as exc:
             raise ApiError(400, str(exc)) from None
-        sid = secrets.token_hex(16)
+        sid = boot_id + secrets.token_hex(12)
         s = shop.new_session(sid, gi)
+        count("resets")
         store.put(sid, s)
         return jsonify({"session_id": sid, "goal_index": gi, "instruction": s.goal["instruction_text"],
                         "category": s.goal.get("category"), **state(s)})
@@ -181,6 +197,7 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
             if seq is not None and s.last_seq == seq and s.last_response is not None:
                 return jsonify(s.last_response)
             reward, done, info = shop.step(s, action)
+            count("steps")
             info.update({"page": s.page, "asin": s.asin, "options": dict(s.options), "steps": s.steps,
                          "goal_index": s.goal_index})
             if done:
@@ -199,6 +216,7 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
             raise ApiError(400, "'session_id' must be a non-empty string")
         if store.pop(sid) is None:
             raise gone(sid, store.lookup(sid)[1])
+        count("closed")
         return jsonify({"closed": sid})
 
     @app.get("/api/goal")

@@ -3,7 +3,8 @@
 A session the server no longer holds (HTTP 410 evicted/expired/closed, or 404 on a step: e.g. the server was
 restarted) raises :class:`SessionLostError` and is counted in ``lost_sessions`` by reason.
 Only failures where the request cannot have been applied are retried blindly (connection refused/reset
-before an answer, HTTP 502/503/504). A step that timed out is retried with the same ``seq``: the server
+before an answer, HTTP 502/503/504); refused connections are retried for up to ``connect_wait`` seconds, so a
+supervised server that is restarting is waited for. A step that timed out is retried with the same ``seq``: the server
 answers a repeated ``seq`` from its stored response instead of acting twice. Anything else raises
 :class:`agents.base.EnvError`.
 """
@@ -34,11 +35,13 @@ class SessionLostError(EnvError):
 
 class WebShopClient:
     def __init__(self, base_url: str = "http://127.0.0.1:3000", timeout: float = 30.0, retries: int = 3,
-                 backoff: float = 0.5):
+                 backoff: float = 0.5, connect_wait: float = 60.0):
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.retries = max(0, int(retries))
         self.backoff = backoff
+        # a refused connection applied nothing: keep retrying it this long (a supervised server restarting)
+        self.connect_wait = float(connect_wait)
         self._session = requests.Session() if requests is not None else None
         self.lost_sessions: dict[str, int] = {}  # reason -> episodes whose session the server lost
 
@@ -86,19 +89,27 @@ class WebShopClient:
                 params: dict[str, Any] | None = None, idempotent: bool = False) -> dict[str, Any]:
         """Send a request; retry connection failures (and timeouts when ``idempotent``); raise EnvError."""
         last: str = ""
-        for attempt in range(self.retries + 1):
+        t0 = time.monotonic()
+        attempt = 0
+        while True:
             if attempt:
-                time.sleep(self.backoff * (2 ** (attempt - 1)))
+                time.sleep(min(self.backoff * (2 ** (attempt - 1)), 5.0))
+            attempt += 1
             try:
                 status, data = self._once(method, path, payload, params)
             except Exception as exc:  # noqa: BLE001 - classified below
                 last = f"{type(exc).__name__}: {exc}"
-                if self._is_connect_error(exc) or (idempotent and self._is_timeout(exc)):
+                connect = self._is_connect_error(exc)
+                if connect and time.monotonic() - t0 < self.connect_wait:
+                    continue
+                if (connect or (idempotent and self._is_timeout(exc))) and attempt <= self.retries:
                     continue
                 raise EnvError(f"WebShop {method} {path} failed: {last}") from exc
             if status in _RETRY_STATUS:
                 last = f"HTTP {status}"
-                continue
+                if attempt <= self.retries:
+                    continue
+                break
             if status != 200:
                 reason = data.get("error") if isinstance(data, dict) else data
                 if status == 410 or (status == 404 and path == "/api/step"):
@@ -109,7 +120,7 @@ class WebShopClient:
             if not isinstance(data, dict):
                 raise EnvError(f"WebShop {method} {path}: unexpected answer {str(data)[:200]}")
             return data
-        raise EnvError(f"WebShop {method} {path} failed after {self.retries + 1} attempts: {last}")
+        raise EnvError(f"WebShop {method} {path} failed after {attempt} attempts: {last}")
 
     # --------------------------------------------------------------------------------------------- API
     def health(self) -> dict[str, Any]:

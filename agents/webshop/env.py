@@ -127,8 +127,10 @@ class WebShopEnv:
     name = "webshop"
 
     def __init__(self, base_url: str = DEFAULT_URL, timeout: float = 30.0, retries: int = 3,
-                 max_steps: int = MAX_STEPS, success_reward: float = SUCCESS_REWARD, backoff: float = 0.5):
-        self.client = WebShopClient(base_url, timeout=timeout, retries=retries, backoff=backoff)
+                 max_steps: int = MAX_STEPS, success_reward: float = SUCCESS_REWARD, backoff: float = 0.5,
+                 connect_wait: float = 60.0):
+        self.client = WebShopClient(base_url, timeout=timeout, retries=retries, backoff=backoff,
+                                    connect_wait=connect_wait)
         self.max_steps = int(max_steps)
         self.success_reward = float(success_reward)
         self.session_id: str | None = None
@@ -231,13 +233,14 @@ class WebShopEnv:
 
 def make_env(**config: Any) -> WebShopEnv:
     """Registry factory. Config: ``base_url`` (or ``url``, or ``host`` + ``port``; default ``$WEBSHOP_URL`` or
-    http://127.0.0.1:3000), ``timeout``, ``retries``, ``backoff``, ``max_steps`` (15), ``success_reward`` (10)."""
+    http://127.0.0.1:3000), ``timeout``, ``retries``, ``backoff``, ``connect_wait`` (seconds to wait for a restarting server, 60),
+    ``max_steps`` (15), ``success_reward`` (10)."""
     cfg = dict(config)
     url = cfg.pop("base_url", None) or cfg.pop("url", None)
     host, port = cfg.pop("host", None), cfg.pop("port", None)
     if url is None and (host or port):
         url = f"http://{host or '127.0.0.1'}:{port or 3000}"
-    allowed = {"timeout", "retries", "max_steps", "success_reward", "backoff"}
+    allowed = {"timeout", "retries", "max_steps", "success_reward", "backoff", "connect_wait"}
     unknown = set(cfg) - allowed
     if unknown:
         raise TypeError(f"unknown WebShop env options: {sorted(unknown)}")

@@ -38,8 +38,20 @@ def test_expired_closed_and_unknown_sessions_are_told_apart(shop):
     assert api(client, "/api/close", {"session_id": sid})[0] == 200
     status, data = api(client, "/api/step", {"session_id": sid, "action": "search[tea]"})
     assert status == 410 and data["session_state"] == "closed"
-    status, data = api(client, "/api/step", {"session_id": "f" * 32, "action": "search[tea]"})
+    status, data = api(client, "/api/step", {"session_id": "never-issued", "action": "search[tea]"})
     assert status == 404 and "unknown session" in data["error"] and "session_state" not in data
+
+
+def test_a_restarted_server_reports_its_previous_sessions(shop):
+    before = create_app(shop).test_client()
+    sid = api(before, "/api/reset", {"goal_index": 0})[1]["session_id"]
+    after = create_app(shop).test_client()  # a new server instance (new boot id), e.g. after a crash
+    status, data = api(after, "/api/step", {"session_id": sid, "action": "search[tea]"})
+    assert status == 410 and data["session_state"] == "server_restarted"
+    mine = api(after, "/api/reset", {"goal_index": 0})[1]["session_id"]
+    assert mine[:8] != sid[:8] and api(after, "/api/step", {"session_id": mine, "action": "search[tea]"})[0] == 200
+    stats = after.get("/api/stats").get_json()
+    assert stats["resets_total"] == 1 and stats["steps_total"] == 1 and stats["boot_id"] == mine[:8]
 
 
 def test_pages_cannot_touch_api_episodes(shop):

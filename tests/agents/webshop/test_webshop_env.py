@@ -1,5 +1,6 @@
 """The WebShop AgentEnv adapter against a real server on loopback."""
 import socket
+import time
 
 import pytest
 
@@ -116,9 +117,11 @@ def test_server_failures_raise_env_error(ws_url):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
-    env = make_env(base_url=dead, retries=1, backoff=0.0, timeout=2)
-    with pytest.raises(EnvError):
+    env = make_env(base_url=dead, retries=1, backoff=0.05, timeout=2, connect_wait=0.5)
+    t0 = time.monotonic()
+    with pytest.raises(EnvError, match="failed"):
         env.reset("test:0")
+    assert 0.5 <= time.monotonic() - t0 < 5  # a refused connection is retried for connect_wait seconds
     env = make_env(base_url=ws_url)
     with pytest.raises(EnvError):
         env.reset("test:100000")  # out of range -> 400 from the server
