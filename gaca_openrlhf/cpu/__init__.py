@@ -7,6 +7,7 @@ Pieces (DESIGN.md section 4, FACTS.md "Ray without GPUs"):
 - ``flash_attn_shim/``: pure-PyTorch stand-in for the two flash-attn imports (activated by setup.sh's .pth).
 
 Selected automatically when CUDA is absent, or forced with ``--gaca.backend cpu`` / ``GACA_BACKEND=cpu``.
+``--gaca.backend rehearsal`` (:mod:`.rehearsal`) runs the *GPU* launch path on CPU with logical GPUs instead.
 """
 from __future__ import annotations
 
@@ -26,6 +27,19 @@ def use_cpu_backend(requested: str | None = None) -> bool:
     import torch
 
     return not torch.cuda.is_available()
+
+
+def backend_mode(requested: str | None = None) -> str:
+    """``"gpu"``, ``"cpu"`` or ``"rehearsal"`` (the GPU launch path on CPU: :mod:`gaca_openrlhf.cpu.rehearsal`).
+
+    ``requested``: the ``--gaca.backend`` value; ``auto``/None reads ``GACA_BACKEND`` and then picks CPU when CUDA
+    is absent."""
+    requested = (requested or "auto").lower()
+    if requested == "auto":
+        requested = (os.environ.get("GACA_BACKEND") or "auto").lower()
+    if requested == "rehearsal":
+        return "rehearsal"
+    return "cpu" if use_cpu_backend(requested) else "gpu"
 
 
 def ray_runtime_env(env_vars: dict | None = None) -> dict:

