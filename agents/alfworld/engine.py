@@ -60,7 +60,7 @@ from alfworld.agents.utils.misc import Demangler
 ENGINE_LOCK = threading.RLock()
 
 #: bump when the pickled layout of ``_Translated`` changes (old entries are then ignored, not misread)
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 
 
 # ---------------------------------------------------------------------------------------------- speedups
@@ -200,21 +200,40 @@ def _translate(data: dict) -> _Translated:
     return _Translated(data=data, logic=logic, task=info, sas=sas, sas_replan=sas_replan, init_facts=init)
 
 
+def _rebuild_logic(cls, fields: tuple):
+    """Unpickle one of TextWorld's slotted logic objects and recompute its cached hash in *this* process (same
+    formulas as their constructors; value equality, so skipping TextWorld's interning changes nothing)."""
+    obj = object.__new__(cls)
+    if cls is Proposition:
+        from textworld.logic import Signature
+
+        obj.name, obj.arguments = fields
+        obj.signature = _rebuild_logic(Signature, (obj.name, tuple(v.type for v in obj.arguments)))
+        obj._hash = hash((obj.name, obj.arguments))
+    elif cls.__name__ == "Signature":
+        obj.name, obj.types = fields
+        obj._hash = hash((obj.name, obj.types))
+    else:  # Variable, Placeholder
+        obj.name, obj.type = fields
+        obj._hash = hash((obj.name, obj.type))
+    return obj
+
+
 class _HashSafePickler(pickle.Pickler):
-    """Pickles TextWorld's logic objects by constructor call: they cache ``hash()`` of strings in a slot, and string
-    hashes are salted per process, so their default pickle would carry stale hashes into another process (sets
-    and dicts of facts then silently miss). Rebuilding them also goes through TextWorld's interning metaclasses."""
+    """Pickles TextWorld's logic objects (Variable, Placeholder, Signature, Proposition) field by field: they cache
+    ``hash()`` of strings in a slot, and string hashes are salted per process, so their default pickle would carry
+    stale hashes into another process (sets and dicts of facts then silently miss)."""
 
     def reducer_override(self, obj):
         from textworld.logic import Placeholder, Signature
 
         t = type(obj)
         if t is Variable or t is Placeholder:
-            return t, (obj.name, obj.type)
+            return _rebuild_logic, (t, (obj.name, obj.type))
         if t is Signature:
-            return t, (obj.name, obj.types)
+            return _rebuild_logic, (t, (obj.name, tuple(obj.types)))
         if t is Proposition:
-            return t, (obj.name, obj.arguments)
+            return _rebuild_logic, (t, (obj.name, tuple(obj.arguments)))
         return NotImplemented
 
 
