@@ -45,10 +45,9 @@ def checks(save_path: str, iterations: int, max_gap: float, mini_batch_steps: in
         f"sync/logprob_gap after each weight sync: {[round(g, 4) if g is not None else None for g in gaps]} "
         f"(limit {max_gap})")
     if mini_batch_steps:
-        want = [math.ceil(r.get("train/step_samples", r.get("rollout/step_samples", 0)) / mini_batch_steps)
-                for r in rows]
-        got = [r.get("train/updates_planned") for r in rows]
-        add(got == want, f"optimizer updates per iteration {got} = ceil(step samples / {mini_batch_steps}) {want}")
+        want = [math.ceil(r.get("rollout/num_step_samples", 0) / mini_batch_steps) for r in rows]
+        got = [r.get("train/optimizer_steps") for r in rows]
+        add(got == want, f"optimizer steps per iteration {got} = ceil(step samples / {mini_batch_steps}) {want}")
     ds_ckpts = sorted(glob.glob(os.path.join(save_path, "ckpt", "_actor", "global_step*")))
     hf_ckpts = sorted(glob.glob(os.path.join(save_path, "ckpt", "global_step*_hf")))
     add(bool(ds_ckpts), f"DeepSpeed checkpoints: {[os.path.basename(p) for p in ds_ckpts]}")
