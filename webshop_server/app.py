@@ -162,7 +162,7 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
         goal_index = int_field(data, "goal_index")
         split = data.get("split")
         index = int_field(data, "index")
-        if split is not None and split not in SPLITS:
+        if split is not None and (not isinstance(split, str) or split not in SPLITS):
             raise ApiError(400, f"'split' must be one of {sorted(SPLITS)}")
         if split is not None and index is None:
             raise ApiError(400, "'index' is required with 'split'")
@@ -251,8 +251,8 @@ def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000
 
     def parse_options(options: str) -> dict[str, str]:
         try:
-            value = json.loads(options)
-        except json.JSONDecodeError:
+            value = json.loads(options, parse_constant=_reject_constant)
+        except (ValueError, RecursionError):  # also NaN, ints over the digit limit, deep nesting
             abort(400, "options must be a JSON object")
         if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                   for k, v in value.items()):

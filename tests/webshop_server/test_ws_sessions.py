@@ -131,3 +131,29 @@ def test_store_remembers_why_a_session_is_gone():
     assert store.lookup("a") == (None, "unknown")  # only the last 2 tombstones are kept
     store.put("c", 4)  # an id in use again is live, not a tombstone
     assert store.lookup("c") == (4, "ok")
+
+
+@pytest.mark.parametrize("path,fields", [
+    ("/api/reset", ("split", "index", "goal_index")),
+    ("/api/step", ("session_id", "action", "seq")),
+    ("/api/close", ("session_id",)),
+])
+def test_wrong_field_types_are_400_not_500(shop, path, fields):
+    client = create_app(shop).test_client()
+    sid = api(client, "/api/reset", {"goal_index": 0})[1]["session_id"]
+    base = {"/api/reset": {"split": "test", "index": 0}, "/api/step": {"session_id": sid, "action": "search[tea]"},
+            "/api/close": {"session_id": sid}}[path]
+    for field in fields:
+        for value in ([], {}, ["test"], {"a": 1}, 1.5, -1, True, "x" * 2000, 10 ** 30, "\u0000"):
+            status, data = api(client, path, {**base, field: value})
+            assert status in (200, 400, 404), (field, value, status, data)
+            assert status == 200 or data["error"]
+
+
+def test_malformed_page_urls_are_400(shop):
+    client = create_app(shop).test_client()
+    asin = shop.goals[0]["asin"]
+    assert client.get("/p1").status_code == 200  # a page session
+    for options in ("[" * 3000 + "]" * 3000, '{"a": ' + "9" * 5000 + "}", "NaN", "{", '["x"]', '{"color": 1}'):
+        r = client.get(f"/item_page/p1/{asin}/tea/1/{options}")
+        assert r.status_code == 400, (options[:20], r.status_code)
