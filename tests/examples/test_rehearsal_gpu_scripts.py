@@ -50,7 +50,8 @@ def rehearsal_run(request):
         tail = (res.stdout + res.stderr)[-6000:]
         pytest.fail(f"REHEARSAL=1 train_gaca_{request.param}.sh exited {res.returncode}:\n{tail}")
     yield request.param, save
-    shutil.rmtree(save, ignore_errors=True)
+    if not os.environ.get("GACA_KEEP_REHEARSAL"):  # set it to inspect the run folders
+        shutil.rmtree(save, ignore_errors=True)
 
 
 def test_rehearsal_of_the_gaca_script(rehearsal_run):
