@@ -355,6 +355,7 @@ def write_raw_stream(data_dir: str, num_products: int, seed: int = 0, human_frac
             f.close()
     for v in paths.values():
         os.replace(v + ".tmp", v)
+    mark_generated(data_dir, num_products=num_products, seed=seed, human_fraction=human_fraction)
     return paths
 
 
@@ -370,7 +371,21 @@ def write_raw(raw: dict[str, Any], data_dir: str) -> dict[str, str]:
     for key, path in paths.items():
         with open(path, "w", encoding="utf-8") as f:
             json.dump(raw[key], f)
+    mark_generated(data_dir, num_products=len(raw["items"]))
     return paths
+
+
+GENERATED_MARKER = "GENERATED_CATALOG.json"
+
+
+def mark_generated(data_dir: str, **info: Any) -> None:
+    """Files written by the generator carry this marker: a server on them reports ``generated: true``."""
+    with open(os.path.join(data_dir, GENERATED_MARKER), "w", encoding="utf-8") as f:
+        json.dump({"generator": "webshop_server.catalog", **info}, f)
+
+
+def is_generated(data_dir: str | None) -> bool:
+    return data_dir is None or os.path.exists(os.path.join(data_dir, GENERATED_MARKER))
 
 
 CATALOG_FILES = {

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from webshop_server.catalog import Catalog, load_catalog
+from webshop_server.catalog import Catalog, is_generated, load_catalog
 from webshop_server.goals import build_goals, split_range
 from webshop_server.reward import get_reward
 from webshop_server.search import SEARCH_RETURN_N, SearchEngine
@@ -105,7 +105,7 @@ class Shop:
                                              catalog=catalog, cache_dir=cache_dir)
         self.products = self.catalog.by_asin
         # generated catalogs are WebShop-format stand-ins: published WebShop numbers are not comparable
-        self.generated = data_dir is None
+        self.generated = is_generated(data_dir)
         prebuilt = getattr(self.catalog, "search_engine", None)
         self.search_engine = prebuilt if prebuilt is not None else SearchEngine(self.catalog.products)
         self.goals, self.prices = build_goals(self.catalog.products, seed=seed, human=goal_mode == "human",

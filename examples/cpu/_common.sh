@@ -83,6 +83,9 @@ start_webshop_server() {
   read -r WEBSHOP_GOALS WEBSHOP_CATALOG_GENERATED <<< "$health"
   export WEBSHOP_CATALOG_GENERATED
   if [[ "$WEBSHOP_CATALOG_GENERATED" == "true" ]]; then
+    if [[ "${WEBSHOP_GENERATED:-0}" != "1" ]]; then  # e.g. WEBSHOP_DATA pointing at generator output
+      echo "error: $WEBSHOP_URL serves a generated catalog; set WEBSHOP_GENERATED=1 to use it anyway" >&2; exit 2
+    fi
     echo "[webshop] generated catalog: results are not comparable with published WebShop numbers" >&2
   fi
 }

@@ -42,14 +42,14 @@ def test_cli_production_server_with_written_data_dir(tmp_path):
     out = subprocess.run([sys.executable, "-m", "webshop_server", "--write-data", str(data), "--num-products", "300",
                           "--seed", "4"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert sorted(os.listdir(data)) == ["items_human_ins.json", "items_ins_v2.json", "items_shuffle.json",
-                                        "reviews.json"]
+    assert sorted(os.listdir(data)) == ["GENERATED_CATALOG.json", "items_human_ins.json", "items_ins_v2.json",
+                                        "items_shuffle.json", "reviews.json"]
     proc, url = _serve(["--data-dir", str(data), "--production", "--expose-goals", "--tagger", "heuristic",
                         "--index-cache", str(tmp_path / "cache")])
     try:
         health = requests.get(url + "/health", timeout=10).json()
         assert health["status"] == "ok" and health["products"] == 300 and health["goals"] > 0
-        assert health["generated"] is False and "items_shuffle.json" in health["catalog"]
+        assert health["generated"] is True and "items_shuffle.json" in health["catalog"]  # the generator's marker
         r = requests.post(url + "/api/reset", json={"split": "test", "index": 0}, timeout=10).json()
         g = requests.get(url + "/api/goal", params={"session_id": r["session_id"]}, timeout=10).json()
         assert g["instruction_text"] == r["instruction"]

@@ -65,3 +65,13 @@ def test_cache_is_reused_and_invalidated(data_dir, tmp_path):
     os.utime(items, ns=(built_at, built_at + 10**9))
     Shop(data_dir=str(data_dir), catalog="full", cache_dir=str(tmp_path))
     assert len(os.listdir(tmp_path)) == 3
+
+
+def test_generated_files_say_so_and_real_looking_files_do_not(data_dir, tmp_path):
+    assert Shop(data_dir=str(data_dir), cache_dir=str(tmp_path)).generated is True  # the generator's marker
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for name in ("items_shuffle.json", "items_ins_v2.json", "items_human_ins.json"):
+        (plain / name).write_bytes((data_dir / name).read_bytes())
+    assert Shop(data_dir=str(plain), cache_dir=str(tmp_path / "c")).generated is False
+    assert Shop(num_products=50).generated is True
