@@ -180,6 +180,9 @@ start_webshop_server() {
   [[ -n "$health" ]] || { echo "WebShop server $WEBSHOP_URL not healthy" >&2; exit 1; }
   read -r WEBSHOP_GOALS WEBSHOP_CATALOG_GENERATED <<< "$health"
   export WEBSHOP_CATALOG_GENERATED
+  # the run records which catalog it used (reports read "generated" from here)
+  "$PY" -c "import json,sys,urllib.request; json.dump(json.load(urllib.request.urlopen('$WEBSHOP_URL/health', timeout=5)), open(sys.argv[1], 'w'))" \
+    "$(dirname "$log")/webshop_health.json" || true
   if [[ "$WEBSHOP_CATALOG_GENERATED" == "true" ]]; then
     if [[ "${WEBSHOP_GENERATED:-0}" != "1" ]]; then  # e.g. WEBSHOP_DATA pointing at generator output
       echo "error: $WEBSHOP_URL serves a generated catalog; set WEBSHOP_GENERATED=1 to use it anyway" >&2; exit 2
