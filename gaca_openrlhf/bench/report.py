@@ -188,8 +188,13 @@ def _data_md(cfg, st) -> str:
                 f"distribution, not comparable to published numbers. Train: {cfg.train_games} games (split `train`); "
                 f"held-out panel: {cfg.heldout_games} games of split `valid_seen` (`{st.panel}`). Episodes capped at "
                 f"{cfg.max_steps} steps, responses at {cfg.max_new_tokens} tokens.")
-    return (f"Local WebShop server, generated catalog ({cfg.webshop_products} products, seed {cfg.data_seed}). "
-            f"Train goals 1500..{1500 + cfg.train_games - 1}; held-out panel: the first {cfg.heldout_games} goals of "
+    if cfg.webshop_data:
+        catalog = f"WebShop's data files from `{cfg.webshop_data}`"
+    else:
+        catalog = (f"**generated stand-in catalog** ({cfg.webshop_products} products, seed {cfg.data_seed}; not "
+                   f"comparable with published WebShop numbers)")
+    return (f"Local WebShop server, {catalog}. "
+            f"Train goals `train:0..{cfg.train_games - 1}` (goals 1500+); held-out panel: the first {cfg.heldout_games} goals of "
             f"the `test` split. Episodes capped at {cfg.max_steps} steps.")
 
 

@@ -1,7 +1,7 @@
 """``python -m gaca_openrlhf.sft``: expert demonstrations -> quickstart model -> SFT warm start, in one command.
 
     python -m gaca_openrlhf.sft alfworld --data ROOT --split train --out DIR [--model-size small|smoke] [--epochs E]
-    python -m gaca_openrlhf.sft webshop --url http://127.0.0.1:PORT --goals 1500:1532 --out DIR
+    python -m gaca_openrlhf.sft webshop --url http://127.0.0.1:PORT --goals 0:32 --out DIR   # train:0 .. train:31
 
 Renders the demonstrations with the training prompts (:mod:`gaca_openrlhf.sft.demos`), builds the model with a
 tokenizer trained on them (:mod:`gaca_openrlhf.models.agent`, cached), fine-tunes it (:mod:`gaca_openrlhf.sft.train`)
@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     a.add_argument("--max-steps", type=int, default=50, help="episode limit while replaying walkthroughs")
     w = sub.add_parser("webshop")
     w.add_argument("--url", required=True, help="WebShop server started with --expose-goals")
-    w.add_argument("--goals", required=True, help="goal indices START:END (train goals are 1500+)")
+    w.add_argument("--goals", required=True, help="indices START:END within the train split (goals train:START..)")
     for s in (a, w):
         s.add_argument("--out", required=True, help="warm-start model folder to write")
         s.add_argument("--model-size", default="small", choices=sorted(SIZES))
@@ -82,7 +82,8 @@ def main(argv=None) -> int:
                                            progress=progress)
     else:
         start, _, end = args.goals.partition(":")
-        steps, demo_stats = webshop_demos(args.url, range(int(start), int(end)), history_k=args.history_k,
+        steps, demo_stats = webshop_demos(args.url, [f"train:{i}" for i in range(int(start), int(end))],
+                                          history_k=args.history_k,
                                           progress=progress)
     if not steps:
         print(f"error: no winning demonstrations ({demo_stats})", file=sys.stderr)

@@ -37,7 +37,7 @@ def play_goal(base_url: str, goal_index: int | str, history_k: int = 2, max_page
 
     env = WebShopEnv(base_url=base_url, max_steps=max_steps)
     try:
-        task, obs = env.reset(int(goal_index) if str(goal_index).isdigit() else goal_index)
+        task, obs = env.reset(goal_index)
         goal = env.goal()
         asin = str(goal.get("asin") or "").lower()
         query = str(goal.get("query") or task).strip().lower()

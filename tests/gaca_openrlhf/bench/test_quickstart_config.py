@@ -1,0 +1,38 @@
+"""Quickstart presets, option parsing and the RL command it launches (the real train_ppo parser checks it)."""
+import json
+from pathlib import Path
+
+import pytest
+
+from gaca_openrlhf.bench.quickstart import METHODS, State, build_parser, config_from_args, rl_command
+
+
+def cfg_of(*argv):
+    return config_from_args(build_parser().parse_args(list(argv)))
+
+
+def test_presets_and_overrides():
+    full, smoke = cfg_of(), cfg_of("--smoke")
+    assert full.methods == ("gaca",) and full.eval_seeds == (0, 1, 2)
+    assert smoke.rl_iterations < full.rl_iterations and smoke.train_games < full.train_games
+    assert cfg_of("--rl-iterations", "7", "--eval-seeds", "4,5").rl_iterations == 7
+    assert cfg_of("--eval-seeds", "4,5").eval_seeds == (4, 5)
+    cmp = cfg_of("--compare")
+    assert cmp.methods == METHODS and len(cmp.rl_seeds) == 3
+    with pytest.raises(SystemExit):
+        cfg_of("--methods", "gaca,ppo_typo")
+
+
+def test_rl_command_is_accepted_by_the_project_parser(tmp_path):
+    from gaca_openrlhf.cli.train_ppo import parse_args
+
+    cfg = cfg_of("--smoke")
+    st = State(data=str(tmp_path / "games"), train_tasks=str(tmp_path / "tasks.jsonl"), warm=str(tmp_path / "warm"))
+    cmd = rl_command(cfg, st, tmp_path / "run", "gigpo", 3)
+    assert cmd[1:3] == ["-m", "gaca_openrlhf.cli.train_ppo"]
+    args = parse_args(cmd[3:])
+    assert args.algo.advantage.estimator == "gigpo" and args.train.seed == 3
+    assert args.actor.model_name_or_path == st.warm and args.gaca.max_iterations == cfg.rl_iterations
+    assert args.rollout.n_samples_per_prompt == cfg.rl_n >= 2
+    assert json.loads(args.env.kwargs)["data_dir"] == st.data
+    assert Path(args.ckpt.output_dir) == tmp_path / "run"

@@ -1,0 +1,108 @@
+"""Benchmark report statistics and files, on synthetic evaluation results and metrics (no training)."""
+import json
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from gaca_openrlhf.bench import report
+from gaca_openrlhf.bench.quickstart import QuickstartConfig
+
+
+def test_mean_pop_sd_is_the_population_sd():
+    m, sd = report.mean_pop_sd([0.0, 1.0])
+    assert m == 0.5 and sd == 0.5  # sample SD would be 0.707
+    assert report.mean_pop_sd([0.2, None, float("nan")]) == (0.2, 0.0)
+    assert all(math.isnan(x) for x in report.mean_pop_sd([]))
+
+
+def test_paired_wins_counts_per_shared_seed():
+    final = {"gaca": {0: 0.5, 1: 0.2, 2: 0.3}, "grpo": {0: 0.4, 1: 0.2, 2: 0.6}, "gigpo": {0: 0.1}}
+    rows = {(a, b): (w, t, lo) for a, b, w, t, lo in report.paired_wins(final)}
+    assert rows[("gaca", "grpo")] == (1, 1, 1)
+    assert rows[("gaca", "gigpo")] == (1, 0, 0)  # only seed 0 is shared
+    assert rows[("gigpo", "grpo")] == (0, 0, 1)
+
+
+def _eval(seed, won, types):
+    eps = [{"won": w, "task_type": t} for w, t in zip(won, types)]
+    per = {}
+    for t in sorted(set(types)):
+        ws = [e["won"] for e in eps if e["task_type"] == t]
+        per[t] = {"success_rate": sum(ws) / len(ws), "num_episodes": len(ws)}
+    return {"success_rate": sum(won) / len(won), "per_task_type": per, "config": {"seed": seed}, "episodes": eps}
+
+
+def _write_eval(d, results):
+    d.mkdir(parents=True)
+    for r in results:
+        (d / f"seed{r['config']['seed']}.json").write_text(json.dumps(r))
+
+
+def test_per_type_stats_over_seeds(tmp_path):
+    types = ["a", "a", "b", "b"]
+    res = [_eval(0, [1, 0, 1, 1], types), _eval(1, [1, 1, 0, 0], types)]
+    st = report.per_type_stats(res)
+    assert st["a"] == (0.75, 0.25, 2) and st["b"] == (0.5, 0.5, 2)
+    _write_eval(tmp_path / "e", list(reversed(res)))
+    loaded = report.load_eval_dir(tmp_path / "e")
+    assert [r["config"]["seed"] for r in loaded] == [0, 1]
+    assert report.seed_stats(loaded)[:2] == (0.625, 0.125)
+
+
+def _metrics(path, sr, lam):
+    path.mkdir(parents=True, exist_ok=True)
+    with open(path / "metrics.jsonl", "w") as f:
+        for i, (s, l) in enumerate(zip(sr, lam)):
+            f.write(json.dumps({"iteration": i + 1, "rollout/success_rate": s, "adv/lambda_mean": l,
+                                "rollout/valid_action_ratio": 0.9, "rollout/num_steps": 5.0}) + "\n")
+
+
+def _state(tmp_path, runs):
+    return SimpleNamespace(panel="panel.json", sft={"model_spec": {}, "config": {}, "demos": {}}, runs=runs,
+                           evals={}, webshop_url="")
+
+
+def test_quickstart_report_has_before_after_per_type_and_plots(tmp_path):
+    types = ["pick_and_place_simple"] * 4
+    _write_eval(tmp_path / "eval" / "warm_start", [_eval(s, [0, 0, 1, 0], types) for s in (0, 1, 2)])
+    _write_eval(tmp_path / "eval" / "after_rl", [_eval(0, [1, 1, 1, 0], types), _eval(1, [1, 0, 1, 0], types),
+                                                  _eval(2, [1, 1, 1, 1], types)])
+    _metrics(tmp_path / "runs" / "gaca_seed0", [0.1, 0.3, 0.5], [0.75, 0.74, 0.76])
+    st = _state(tmp_path, {"gaca_seed0": str(tmp_path / "runs" / "gaca_seed0")})
+    st.evals = {"warm_start": str(tmp_path / "eval" / "warm_start"), "after_rl": str(tmp_path / "eval" / "after_rl")}
+    record = {"mode": "quickstart", "packages": {"torch": "x"}, "seeds": {"eval": [0, 1, 2]}}
+    report.write_quickstart_report(tmp_path, QuickstartConfig(), st, record, {"data": 10.0, "rl": 100.0})
+    md = (tmp_path / "report.md").read_text()
+    assert "25.0 +- 0.0" in md  # warm start: 1/4 on every seed
+    assert "75.0 +- 20.4" in md  # after: 0.75, 0.5, 1.0 -> population SD 0.204 (sample SD would be 25.0)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["held_out_after"]["per_seed"] == [0.75, 0.5, 1.0]
+    assert summary["delta_points"] == pytest.approx(50.0)
+    assert summary["lambda_mean"] == [0.75, 0.74, 0.76]
+    for name in ("learning_curve.png", "lambda.png", "success_rate.png"):
+        assert (tmp_path / "plots" / name).stat().st_size > 1000
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "ok" and run["metrics"]["held_out_before"]["mean"] == 0.25
+
+
+def test_compare_report_tables_and_bands(tmp_path):
+    types = ["t"] * 2
+    runs, evals = {}, {}
+    _write_eval(tmp_path / "eval" / "warm_start", [_eval(0, [0, 0], types)])
+    evals["warm_start"] = str(tmp_path / "eval" / "warm_start")
+    finals = {"grpo": [[0, 0], [1, 0]], "gaca": [[1, 0], [1, 1]]}
+    for method, per_seed in finals.items():
+        for seed, won in enumerate(per_seed):
+            label = f"{method}_seed{seed}"
+            _metrics(tmp_path / "runs" / label, [0.1 * seed, 0.2], [0.7, 0.8] if method == "gaca" else [None, None])
+            _write_eval(tmp_path / "eval" / label, [_eval(0, won, types)])
+            runs[label], evals[label] = str(tmp_path / "runs" / label), str(tmp_path / "eval" / label)
+    st = _state(tmp_path, runs)
+    st.evals = evals
+    report.write_compare_report(tmp_path, QuickstartConfig(rl_seeds=(0, 1), eval_seeds=(0,)), st,
+                                {"mode": "compare"}, {"rl": 1.0})
+    md = (tmp_path / "report.md").read_text()
+    assert "| gaca | 75.0 +- 25.0 |" in md and "| grpo | 25.0 +- 25.0 |" in md
+    assert "| gaca | grpo | 2 / 0 / 0 |" in md
+    assert (tmp_path / "plots" / "success_rate_bands.png").stat().st_size > 1000
