@@ -141,7 +141,7 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
             os.makedirs(self.dump_dir, exist_ok=True)
             prompts = [p for e in experiences for p in e.prompts]
             torch.save({"batch": batch, "advantage": result.advantage, "config": self.adv_config,
-                        "row_advantage": per_row, "prompts": prompts,
+                        "row_advantage": per_row, "prompts": prompts, "row_pos": row_pos,
                         "row_token_advantage": [e.advantages for e in experiences]},
                        os.path.join(self.dump_dir, f"adv_iter_{self.iteration:04d}.pt"))
         return experiences
