@@ -21,6 +21,7 @@ import requests
 from webshop_server.testing import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+# run under the machine-wide lock (Ray + vLLM + DeepSpeed): flock /tmp/gaca-heavy.lock python -m pytest ... --slow
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
@@ -45,13 +46,15 @@ def test_server_killed_mid_iteration_fails_only_the_episodes_in_flight():
     killed_at = None
     try:
         mark = None
+        metrics = save / "metrics.jsonl"
         while proc.poll() is None and killed_at is None:
             s = _stats(url)
             if s is not None:
-                # iteration 1 resets its 4 episodes; the 5th reset is iteration 2. Kill once it has stepped.
-                if mark is None and s["resets_total"] >= 5:
-                    mark = s["steps_total"]
-                if mark is not None and s["steps_total"] >= mark + 2 and s["sessions"] >= 1:
+                # once iteration 1 is recorded, wait for iteration 2's episodes to reset and step, then kill
+                if mark is None and metrics.exists() and metrics.read_text().strip():
+                    mark = (s["resets_total"], s["steps_total"])
+                if (mark is not None and s["resets_total"] > mark[0] and s["steps_total"] >= mark[1] + 2
+                        and s["sessions"] >= 1):
                     pid = int((save / "webshop_server.pid").read_text())
                     os.kill(pid, signal.SIGKILL)
                     killed_at = (time.time() - t0, s)
