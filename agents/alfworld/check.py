@@ -112,9 +112,10 @@ def split_stats(data_root: str, split: str) -> dict:
         if game.get("walkthrough"):
             steps.setdefault(ttype, []).append(len(game["walkthrough"]))
         problem = game.get("pddl_problem", "")
-        n_obj = len(re.findall(r"\s-\s+object\b", problem))
-        n_rec = len(re.findall(r"\s-\s+receptacle\b", problem))
-        rec_locs = re.findall(r"\(receptacleAtLocation\s+(\S+)\s+(\S+)\)", problem)
+        # declarations only (one per line, as ALFRED writes them), not the goal's ``?r - receptacle`` variables
+        n_obj = len(re.findall(r"^\s*[^\s(?]\S*\s+-\s+object\s*$", problem, flags=re.M))
+        n_rec = len(re.findall(r"^\s*[^\s(?]\S*\s+-\s+receptacle\s*$", problem, flags=re.M))
+        rec_locs = re.findall(r"\(receptacleAtLocation\s+([^\s?]\S*)\s+(\S+)\)", problem)  # facts, not goal terms
         per_loc = Counter(loc for _r, loc in rec_locs)
         shared += sum(n for n in per_loc.values() if n > 1)
         total_recs += len(rec_locs)

@@ -255,7 +255,8 @@ def test_split_stats_counts_from_game_files(tmp_path):
                "Cabinet_bar_1 - receptacle\nCabinet_bar_2 - receptacle\nFridge_bar_1 - receptacle\n"
                "loc_bar_1 - location\nloc_bar_2 - location\n)\n(:init\n"
                "(receptacleAtLocation Cabinet_bar_1 loc_bar_1)\n(receptacleAtLocation Cabinet_bar_2 loc_bar_1)\n"
-               "(receptacleAtLocation Fridge_bar_1 loc_bar_2)\n)")
+               "(receptacleAtLocation Fridge_bar_1 loc_bar_2)\n)\n"
+               "(:goal (exists (?r - receptacle)\n(?o - object) (and (inReceptacle ?o ?r) (receptacleAtLocation ?r ?l))))")
     (d / "game.tw-pddl").write_text(json.dumps({"solvable": True, "pddl_problem": problem,
                                                 "walkthrough": ["look", "go to fridge 1", "open fridge 1"]}))
     res = split_stats(str(tmp_path), "valid_seen")
