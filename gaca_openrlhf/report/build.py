@@ -400,6 +400,12 @@ def render_markdown(runs: list[Run], summaries: list[dict], plots: list[str], ou
                               + [_pct(e["per_task_type"].get(t)) for t in etypes] for s, e in eval_rows]))
     else:
         md.append("No evaluation results (`eval*.json` in a run folder) were found.")
+    for run in runs:  # `python -m gaca_openrlhf.diagnostics --run DIR --out DIR/diagnostics` (H13)
+        for cand in (os.path.join(run.path, "diagnostics", "diagnostics.md"), os.path.join(run.path, "diagnostics.md")):
+            if os.path.isfile(cand):
+                with open(cand) as f:
+                    md += ["", f.read().strip().replace("## Diagnostics", f"### {run.name}: diagnostics", 1)]
+                break
     md += ["", "## Plots", ""]
     for p in plots:
         rel = os.path.relpath(p, out_dir)

@@ -225,3 +225,17 @@ def test_diagnostics_command_tiny_model_vllm_cpu(tmp_path):
         assert -1 <= dis["paired_diff"]["mean"] <= 1
         assert all(len(p["actions_high"]) == 4 for p in data["disagreement"]["pairs"])
     assert "Diagnostics" in (out / "diagnostics.md").read_text()
+
+
+def test_report_includes_the_diagnostics_section(tmp_path):
+    from gaca_openrlhf.report.build import build_report
+    from gaca_openrlhf.report.data import load_run
+
+    run = tmp_path / "gaca"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(json.dumps({"iteration": 1, "rollout/success_rate": 0.5, "adv/lambda_mean": 0.8,
+                                                   "adv/lambda_saturated_frac": 0.05}) + "\n")
+    assert main(["--run", str(run), "--out", str(run / "diagnostics")]) == 0
+    build_report([load_run("gaca", str(run))], str(tmp_path / "report"))
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "### gaca: diagnostics" in md and "mean lambda 0.8000" in md
