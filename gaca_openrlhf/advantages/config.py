@@ -27,7 +27,9 @@ class AdvantageConfig:
 
     estimator: str = field(
         default="gaca",
-        metadata={"help": "Registered estimator name: grpo | gigpo | gaca | fixed_mixture | gaca_permuted | hgpo | empg | ..."},
+        metadata={
+            "help": "Registered estimator name: grpo | gigpo | gaca | fixed_mixture | gaca_permuted | hgpo | empg | ..."
+        },
     )
     mode: Mode = field(
         default="mean_std_norm",

@@ -12,7 +12,8 @@ def summary_metrics(result: AdvantageResult, prefix: str = "adv/") -> dict[str, 
 
     Keys (after ``prefix``): advantage_mean, advantage_std, step_group_size_mean, singleton_frac (share of step
     samples whose anchor group has one sample), and for mixtures lambda_mean, lambda_saturated_frac (share with
-    lambda == 1, i.e. pure step advantage; FACTS.md: 2.68% under a frozen policy); for GACA criticality_mean; entropy_mean (EMPG's step entropy H_t) when the batch carries it.
+    lambda == 1, i.e. pure step advantage; FACTS.md: 2.68% under a frozen policy); for GACA criticality_mean;
+    entropy_mean (EMPG's step entropy H_t) when the batch carries it.
     """
     n = int(result.advantage.numel())
 

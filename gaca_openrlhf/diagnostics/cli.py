@@ -93,7 +93,8 @@ def markdown(result: dict) -> str:
             lines += [f"{s['n_pairs']} pairs from {d['n_tasks']} tasks: disagreement at the high-criticality state "
                       f"{_fmt(s['disagreement_high_mean'])}, at the low one {_fmt(s['disagreement_low_mean'])}; "
                       f"paired difference {_fmt(d['mean'])} (95% task-bootstrap CI [{_fmt(d['ci_low'])}, "
-                      f"{_fmt(d['ci_high'])}]); high > low in {_fmt(100 * s['share_pairs_high_more'], 1)}% of pairs.", ""]
+                      f"{_fmt(d['ci_high'])}]); high > low in {_fmt(100 * s['share_pairs_high_more'], 1)}% of "
+                      "pairs.", ""]
         else:
             lines += ["no trajectory had two steps of different criticality: no pairs.", ""]
     return "\n".join(lines)

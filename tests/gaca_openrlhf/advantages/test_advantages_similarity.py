@@ -34,8 +34,9 @@ def test_without_merges_ids_are_the_exact_ids():
 
 def test_threshold_is_respected():
     ratio = SequenceMatcher(None, NEAR, BASE).ratio()
-    assert similarity_anchor_ids([BASE, NEAR], torch.zeros(2, dtype=torch.long), threshold=ratio + 1e-9).unique().numel() == 2
-    assert similarity_anchor_ids([BASE, NEAR], torch.zeros(2, dtype=torch.long), threshold=ratio).unique().numel() == 1
+    zeros = torch.zeros(2, dtype=torch.long)
+    assert similarity_anchor_ids([BASE, NEAR], zeros, threshold=ratio + 1e-9).unique().numel() == 2
+    assert similarity_anchor_ids([BASE, NEAR], zeros, threshold=ratio).unique().numel() == 1
 
 
 def _random_texts(rng, n):

@@ -96,7 +96,8 @@ def test_lambda_from_dumps(tmp_path):
     assert out["estimator_recomputed_as"] == "gaca"
     per = out["per_task_type"]
     assert set(per) == {"pick_heat_then_place_in_recep", "look_at_obj_in_light"}
-    g0 = torch.cat([r1.lambda_[b1.group_id == 0], compute_advantages(b2, AdvantageConfig("gaca")).lambda_[b2.group_id == 0]])
+    r2_gaca = compute_advantages(b2, AdvantageConfig("gaca"))
+    g0 = torch.cat([r1.lambda_[b1.group_id == 0], r2_gaca.lambda_[b2.group_id == 0]])
     assert per["pick_heat_then_place_in_recep"]["mean"] == pytest.approx(float(g0.mean()))
 
 

@@ -10,7 +10,8 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from openrlhf.models.actor import Actor
 
 from gaca_openrlhf.advantages import AdvantageConfig
-from gaca_openrlhf.trainer.entropy import ENTROPY_KEY, EntropyExperienceMixin, policy_forward_with_entropy, row_mean_entropy
+from gaca_openrlhf.trainer.entropy import (ENTROPY_KEY, EntropyExperienceMixin, policy_forward_with_entropy,
+                                           row_mean_entropy)
 
 
 def test_row_mean_entropy_ignores_padding():
