@@ -156,7 +156,10 @@ def train(args) -> None:
         if rehearsal:
             from gaca_openrlhf.cpu.rehearsal import write_report
 
-            write_report(args.ckpt.output_dir, vllm_engines, colocated_pg, actor_model._actor_handlers)
+            try:  # never masks the training error
+                write_report(args.ckpt.output_dir, vllm_engines, colocated_pg, actor_model._actor_handlers)
+            except Exception as e:  # noqa: BLE001
+                print(f"[rehearsal] could not write rehearsal.json: {e!r}", flush=True)
     ray.get(actor_model.async_save_model())
     if critic_model is not None and args.critic.save_value_network:
         ray.get(critic_model.async_save_model())
