@@ -33,10 +33,11 @@ MAX_LOGPROB_GAP = 0.1  # --gaca.max_logprob_gap's default
 
 
 def rehearse(script: str, save: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "REHEARSAL": "1", "N_GPUS": str(N_GPUS), "SAVE_PATH": save}
+    env = dict(os.environ)
     for k in ("MODEL", "DRY_RUN", "WEBSHOP_URL", "ALFWORLD_DATA", "MINI_BATCH_STEPS", "MICRO_BATCH", "ITERATIONS",
-              "TASKS_PER_ITER", "ROLLOUTS", "GACA_BACKEND", "LR", "MAX_STEPS", "SAVE_STEPS", "N_GPUS"):
-        env.pop(k, None)
+              "TASKS_PER_ITER", "ROLLOUTS", "GACA_BACKEND", "LR", "MAX_STEPS", "SAVE_STEPS"):
+        env.pop(k, None)  # the rehearsal's own defaults, whatever the caller's shell has
+    env.update(REHEARSAL="1", N_GPUS=str(N_GPUS), SAVE_PATH=save)
     return subprocess.run(["bash", os.path.join(GPU, script)], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=900)
 
