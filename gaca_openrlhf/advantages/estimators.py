@@ -14,6 +14,7 @@ from .config import AdvantageConfig
 from .context import StepContext
 from .hgpo import history_group_advantage
 from .registry import register_estimator
+from .segment import normalize
 
 
 @register_estimator("grpo")
@@ -72,6 +73,15 @@ def gaca_permuted(ctx: StepContext, cfg: AdvantageConfig) -> AdvantageResult:
     return _gaca(ctx, cfg, permute=True)
 
 
+def _hgpo_base(ctx: StepContext, cfg: AdvantageConfig) -> torch.Tensor:
+    """HGPO's k = 0 item: A^E with statistics over all step samples of the group, as the public code fixes it
+    (``compute_mean_std_cross_steps=True``) whatever ``episode_stats`` says."""
+    if cfg.episode_stats == "steps":
+        return ctx.episode_advantage
+    g, n_g = ctx.group
+    return normalize(ctx.episode_score, g, n_g, cfg.mode, cfg.eps, singleton="unit")[0]
+
+
 @register_estimator("hgpo")
 def hgpo(ctx: StepContext, cfg: AdvantageConfig) -> AdvantageResult:
     """HGPO (verl-agent ``recipe/hgpo``): weighted mean of the step's non-zero history-group advantages.
@@ -87,7 +97,7 @@ def hgpo(ctx: StepContext, cfg: AdvantageConfig) -> AdvantageResult:
     advantage, hist = history_group_advantage(
         g, n_g, tr, ctx.order, ctx.traj_sizes, sg, n_sg, ctx.step_return,
         cfg.history_length, cfg.length_weight_alpha, cfg.mode, cfg.eps,
-        base=ctx.episode_advantage if cfg.base_group else None,
+        base=_hgpo_base(ctx, cfg) if cfg.base_group else None,
     )
     return ctx.result(advantage=advantage, step_advantage=hist)
 

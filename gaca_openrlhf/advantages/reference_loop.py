@@ -33,6 +33,13 @@ def _norm(x: float, mean: float, std: float, cfg: AdvantageConfig) -> float:
 LOOP_ESTIMATORS = ("grpo", "gigpo", "fixed_mixture", "gaca", "gaca_permuted", "hgpo", "empg")
 
 
+def _pool_steps(group, score) -> dict:
+    pool = defaultdict(list)
+    for i in range(len(score)):
+        pool[group[i]].append(score[i])
+    return pool
+
+
 def _hgpo_loop(group, steps_of, anchor, ret, ep_adv, cfg: AdvantageConfig) -> tuple[list[float], list[float]]:
     """HGPO as the recipe states it: dicts keyed by (group, k, last k anchors), population std, weighted items."""
     n = len(ret)
@@ -187,7 +194,11 @@ def reference_advantages(
         out["lambda"] = lam
         out["advantage"] = [(1 - lam[i]) * ep_adv[i] + lam[i] * step_adv[i] for i in range(n)]
     elif est == "hgpo":
-        out["advantage"], out["step_advantage"] = _hgpo_loop(group, steps_of, anchor, ret, ep_adv, cfg)
+        # the base item always uses statistics over all step samples (public code)
+        base_stats = {g: (_stats(v) if len(v) > 1 else (0.0, 1.0))
+                      for g, v in _pool_steps(group, score).items()}
+        base = [_norm(score[i], *base_stats[group[i]], cfg) for i in range(n)]
+        out["advantage"], out["step_advantage"] = _hgpo_loop(group, steps_of, anchor, ret, base, cfg)
     elif est == "empg":
         out["advantage"], out["step_advantage"] = _empg_loop(steps_of, entropy, ep_adv, cfg)
     else:

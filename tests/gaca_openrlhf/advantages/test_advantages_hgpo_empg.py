@@ -59,6 +59,15 @@ def test_hgpo_base_group_adds_the_episode_advantage_with_weight_one():
     assert got[1] == pytest.approx((10 / 3 + 2 * 10 / 3 + 3 * 5) / 6, abs=1e-5)
 
 
+def test_hgpo_base_item_uses_step_statistics_as_the_public_code():
+    # T3s0 has only the base item. Step statistics: scores 10,10,0,0,10,10 -> mean 20/3, unbiased std sqrt(80/3)
+    # -> (10/3) / sqrt(80/3) = 0.6455; per-trajectory statistics (10, 0, 10) would give (10/3) / sqrt(100/3) = 0.5774.
+    a = _hgpo(HAND_ROWS, mode="mean_std_norm", history_length=1, base_group=True, episode_stats="trajectories")
+    b = _hgpo(HAND_ROWS, mode="mean_std_norm", history_length=1, base_group=True, episode_stats="steps")
+    assert a == pytest.approx(b, abs=1e-12)
+    assert a[4] == pytest.approx((10 / 3) / (math.sqrt(80 / 3) + 1e-6), abs=1e-6)
+
+
 def test_hgpo_population_std():
     # group (a) at k = 1 holds returns 10 and 0: population std 5 -> +-1 (unbiased would give +-0.707)
     got = _hgpo(HAND_ROWS, mode="mean_std_norm", history_length=0)
