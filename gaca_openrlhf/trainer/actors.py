@@ -100,13 +100,18 @@ class StepPolicyMixin:
                 self.strategy.print(f"[gaca] removed old HF checkpoint {path} (--ckpt.max_num {args.ckpt.max_num})")
 
 
+#: token weight reported for a micro-batch of padding copies only (keeps ppo_train's token-weighted means defined)
+EMPTY_TOKEN_WEIGHT = 1e-6
+
+
 def _guard_empty_micro_batches(training_step):
     """Wrap ``ActorPPOTrainer.training_step`` for micro-batches made only of masked padding copies.
 
     Such a micro-batch adds no gradient, but OpenRLHF's per-micro-batch means (clip ratio, ppo_kl, logprobs_diff)
-    are 0/0 = NaN and would turn the iteration's logged averages into NaN; they are reported as 0 with weight 0.
-    A whole optimizer window of copies (possible only with the deprecated fixed update count) would divide the loss
-    by 0 tokens: the normalizer is set to 1 (the loss is 0 anyway).
+    are 0/0 = NaN, and when every rank's micro-batch of the same step is one, ``ppo_train`` divides the token-weighted
+    metrics by an all-reduced token count of 0 (ZeroDivisionError). They are reported as 0 with a token weight of
+    1e-6 (negligible next to real tokens). A whole optimizer window of copies (possible only with the deprecated
+    fixed update count) would divide the loss by 0 tokens: the normalizer is set to 1 (the loss is 0 anyway).
     """
     def step(experience, kl_ctl, step_index, loss_batch_info=None):
         if loss_batch_info is not None and float(loss_batch_info["batch_num_tokens"]) == 0:
@@ -120,6 +125,7 @@ def _guard_empty_micro_batches(training_step):
                     status["metrics"][key] = torch.nan_to_num(value, nan=0.0)
                 elif weight == "token" and isinstance(value, float) and math.isnan(value):
                     status["metrics"][key] = 0.0
+            status["num_action_tokens"] = EMPTY_TOKEN_WEIGHT
         return status
 
     step.__gaca_guard__ = True

@@ -135,3 +135,4 @@ def test_empty_micro_batch_guard():
                                  "global_batch_size": torch.tensor(0.0)})
     assert float(seen["info"]["batch_num_tokens"]) == 1.0 and float(seen["info"]["global_batch_size"]) == 1.0
     assert float(status["metrics"]["ppo_clip_ratio"]) == 0.0 and float(status["metrics"]["reward"]) == 1.0
+    assert 0 < status["num_action_tokens"] <= 1e-6  # ppo_train divides by the summed token count of all ranks
