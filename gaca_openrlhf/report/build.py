@@ -232,6 +232,9 @@ def eval_groups(evals: list[dict]) -> tuple[list[dict], list[str]]:
         g = groups.setdefault(key, {"model": key[0], "panel": key[1], "temperature": key[2], "seeds": [],
                                     "success_rates": [], "files": [], "duplicate_seeds": [],
                                     "generated_data": False})
+        if e["model"] == "unrecorded":
+            warnings.append(f"{e['file']}: the evaluated model is not recorded (config.model); such results are "
+                            "grouped together")
         if not _fin(e["success_rate"]):
             warnings.append(f"{e['file']}: no success rate, left out of the statistics")
             continue
