@@ -107,3 +107,32 @@ def test_experience_mixin_routes_entropy_only_for_estimators_that_need_it():
     out = maker.make_experience(samples)
     assert all(ENTROPY_KEY not in s.info for s in out)
     assert "forward_with_entropy" not in maker.actor_model_group.methods
+
+
+def test_entropy_reaches_the_step_batch_through_real_experiences():
+    """Experiences carrying info['gaca/entropy'] (as the mixin stores it) -> gather_step_batch -> EMPG."""
+    from openrlhf.trainer.ppo_utils.experience import Experience
+
+    from gaca_openrlhf.advantages import compute_advantages, summary_metrics
+    from gaca_openrlhf.trainer.experience import gather_step_batch
+    from gaca_openrlhf.trainer.samples import pad_to_multiple, step_experience
+
+    samples = []
+    for g in range(2):
+        for j, n in enumerate([3, 2]):
+            ep = dict(prompt="task", label="", score=0.0)
+            for t in range(n):
+                step = dict(prompt_ids=[1, 2, 3], response_ids=[4, 5], logprobs=[-0.2, -0.4], valid=True,
+                            reward=10.0 if (j == 0 and t == n - 1) else 0.0, anchor_id=t, step_index=t,
+                            truncated=False)
+                samples.append(step_experience(step, g, j, ep))
+    samples = pad_to_multiple(samples, 4, seed=0)
+    for i, s in enumerate(samples):
+        s.index = [i]
+        s.info[ENTROPY_KEY] = torch.tensor([0.1 * (i % 5) + 0.05])  # duplicates carry their source's row anyway
+    micro = [Experience.concat_experiences(samples[i: i + 4], 0) for i in range(0, len(samples), 4)]
+    batch, _ = gather_step_batch(micro)
+    want = [0.1 * (i % 5) + 0.05 for i, s in enumerate(samples) if s.info["gaca/dup_of"].item() < 0]
+    assert batch.entropy.tolist() == pytest.approx(want)
+    res = compute_advantages(batch, AdvantageConfig(estimator="empg"))
+    assert summary_metrics(res)["adv/entropy_mean"] == pytest.approx(sum(want) / len(want))
