@@ -13,6 +13,8 @@ import os
 import re
 
 import pytest
+import transformers  # noqa: F401  (imported up front: mutation-testing workers fork after collection)
+import vllm
 
 from agents.base import EnvStep
 from agents.prompts import PromptTemplate
@@ -246,8 +248,6 @@ class StubLLM:
 
 def test_vllm_generator_seeds_and_stop(monkeypatch):
     # catches: vLLM's engine seed, a request's seed, the stop string or include_stop_str dropped from the params
-    import vllm
-
     from gaca_openrlhf.eval.vllm_generator import VLLMGenerator
 
     monkeypatch.setattr(vllm, "LLM", StubLLM)
