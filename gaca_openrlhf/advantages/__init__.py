@@ -1,4 +1,6 @@
-"""Critic-free step-level advantage estimators: GRPO, GiGPO, GACA and the GACA paper's ablations.
+"""Critic-free step-level advantage estimators: GRPO, GiGPO, GACA and the GACA paper's ablations, and the closest
+published peers HGPO (verl-agent's recipe, :mod:`.hgpo`) and EMPG (arXiv 2509.09265); GiGPO's similarity grouping
+of anchor texts (:mod:`.similarity`) is an option of every anchor-based estimator.
 
 Pure PyTorch (no Ray, vLLM or DeepSpeed), vectorized over the whole batch. DESIGN.md section 3 defines each rule;
 comments cite them as "rule N".
