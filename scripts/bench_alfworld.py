@@ -73,6 +73,7 @@ def group_phase(games: list[str], data: str, args, seed: int) -> dict:
         e.ping(timeout=300)
     start_s = time.perf_counter() - t0
     resets: list[float] = []
+    first_resets: list[float] = []  # each worker's first reset (first use of the engine in that process)
     steps: list[float] = []
     errors = [0]
     lock = threading.Lock()
@@ -81,6 +82,7 @@ def group_phase(games: list[str], data: str, args, seed: int) -> dict:
 
     def run(k: int) -> None:
         rng = random.Random(seed * 1000 + k)
+        first = True
         for g, game in enumerate(games):
             barrier.wait()
             mine = [j for j in range(args.group) if (g + j) % args.workers == k]
@@ -92,8 +94,11 @@ def group_phase(games: list[str], data: str, args, seed: int) -> dict:
                     with lock:
                         errors[0] += 1
                 with lock:
+                    if first:
+                        first_resets.extend(rs)
                     resets.extend(rs)
                     steps.extend(st)
+                first = False
 
     t0 = time.perf_counter()
     threads = [threading.Thread(target=run, args=(k,)) for k in range(args.workers)]
@@ -106,7 +111,8 @@ def group_phase(games: list[str], data: str, args, seed: int) -> dict:
     for e in envs:
         e.close()
     return {"pool_start_s": round(start_s, 2), "seconds": round(wall, 1), "episodes": len(resets),
-            "errors": errors[0], "reset": summary(resets), "step": summary(steps),
+            "errors": errors[0], "reset": summary(resets), "reset_first_per_worker": summary(first_resets),
+            "step": summary(steps),
             "steps_per_s": round(len(steps) / wall, 1),
             "translations": sum(i.get("disk_misses", 0) for i in infos),
             "disk_hits": sum(i.get("disk_hits", 0) for i in infos),
