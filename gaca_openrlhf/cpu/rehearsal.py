@@ -141,6 +141,17 @@ class _RehearsalPolicyModelActor(_CPUPolicyModelActor):
     (the CPU backend runs ``torch.optim.AdamW``); on CPU the states already are in host memory.
     """
 
+    def init_model_from_pretrained(self, strategy, *args, **kwargs):
+        # OpenRLHF's initial offload calls offload_deepspeed_states directly (not self.offload_states)
+        ds = strategy.args.ds
+        sleep, ds.enable_sleep = ds.enable_sleep, False
+        try:
+            super().init_model_from_pretrained(strategy, *args, **kwargs)
+        finally:
+            ds.enable_sleep = sleep
+        if sleep:
+            self.offload_states()
+
     def _record(self, call: str) -> None:
         if not hasattr(self, "_calls"):
             self._calls = []
