@@ -68,6 +68,10 @@ class _CPUPolicyModelActor(GacaPolicyModelActor):
     def broadcast_to_vllm(self):
         if not self.vllm_engines:
             return
+        # as OpenRLHF's sync: cached prefixes were computed with the old weights
+        use_prefix_cache = getattr(self.strategy.args.vllm, "enable_prefix_caching", False)
+        reset_refs = [engine.reset_prefix_cache.remote() for engine in self.vllm_engines] \
+            if use_prefix_cache and torch.distributed.get_rank() == 0 else []
         model = self.actor.model.module
         zero3 = self.strategy.args.ds.zero_stage == 3
         if zero3:
@@ -79,6 +83,7 @@ class _CPUPolicyModelActor(GacaPolicyModelActor):
             blob = pack_weights(model.named_parameters()) if torch.distributed.get_rank() == 0 else None
         if blob is not None:
             ray.get([engine.update_weights_blob.remote(blob) for engine in self.vllm_engines])
+        ray.get(reset_refs)
         torch.distributed.barrier()
 
 

@@ -127,6 +127,10 @@ class _RehearsalRolloutRayActor(_CPURolloutRayActor):
         self._record("update_weights", bytes=len(blob))
         return await super().update_weights_blob(blob)
 
+    async def reset_prefix_cache(self):
+        self._record("reset_prefix_cache")
+        return await super().reset_prefix_cache()
+
     def rehearsal_calls(self) -> dict:
         return {"calls": self._calls, "generate_calls": self._generate_calls}
 
