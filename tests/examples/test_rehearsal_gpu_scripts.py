@@ -75,8 +75,8 @@ def test_rehearsal_of_the_gaca_script(rehearsal_run):
     assert any(r["train/optimizer_steps"] >= 2 for r in rows)  # the sizes make several updates per iteration
 
     # checkpoints of both iterations (DeepSpeed) and HF checkpoints, and the final model
-    assert sorted(os.path.basename(p) for p in glob.glob(os.path.join(save, "ckpt", "_actor", "global_step*"))) == \
-        ["global_step1", "global_step2"]
+    ds = glob.glob(os.path.join(save, "ckpt", "_actor", "global_step*"))
+    assert len(ds) == 2, ds  # --ckpt.save_steps 1, --ckpt.max_num 2
     hf = glob.glob(os.path.join(save, "ckpt", "global_step*_hf"))
     assert hf and all(os.path.exists(os.path.join(p, "config.json")) for p in hf)
     assert os.path.exists(os.path.join(save, "config.json"))
