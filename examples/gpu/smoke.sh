@@ -34,5 +34,5 @@ bash "$HERE/_train_alfworld.sh" gaca "$@" || status=$?
 (( status == 0 )) || echo "smoke: training exited with status $status" >&2
 cd "$ROOT"
 "$PY" "$HERE/smoke_check.py" "$SAVE_PATH" --iterations "${ITERATIONS:-2}" \
-  --max-logprob-gap "${MAX_LOGPROB_GAP:-0.1}" --mini-batch-steps "${MINI_BATCH_STEPS:-0}" || status=1
+  --max-logprob-gap "${MAX_LOGPROB_GAP:-0.1}" || status=1  # mini-batch: read from $SAVE_PATH/command.sh
 exit "$status"

@@ -12,6 +12,7 @@ import glob
 import json
 import math
 import os
+import shlex
 import sys
 
 
@@ -21,6 +22,17 @@ def load_metrics(save_path: str) -> list[dict]:
         return []
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def command_option(save_path: str, option: str) -> str | None:
+    """The last value of ``option`` in ``SAVE_PATH/command.sh`` (written by the launch scripts), if any."""
+    path = os.path.join(save_path, "command.sh")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        argv = shlex.split(f.read())
+    values = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == option]
+    return values[-1] if values else None
 
 
 def checks(save_path: str, iterations: int, max_gap: float, mini_batch_steps: int = 0) -> list[tuple[bool, str]]:
@@ -71,8 +83,11 @@ def main(argv=None) -> int:
     p.add_argument("save_path")
     p.add_argument("--iterations", type=int, default=2)
     p.add_argument("--max-logprob-gap", type=float, default=0.1)
-    p.add_argument("--mini-batch-steps", type=int, default=0)
+    p.add_argument("--mini-batch-steps", type=int, default=0,
+                   help="default: --gaca.mini_batch_steps of SAVE_PATH/command.sh (0: skip that check)")
     a = p.parse_args(argv)
+    if not a.mini_batch_steps:
+        a.mini_batch_steps = int(command_option(a.save_path, "--gaca.mini_batch_steps") or 0)
     results = checks(a.save_path, a.iterations, a.max_logprob_gap, a.mini_batch_steps)
     for ok, text in results:
         print(f"[{'PASS' if ok else 'FAIL'}] {text}")

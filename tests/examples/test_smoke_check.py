@@ -54,6 +54,14 @@ def test_each_fault_fails_its_check(tmp_path, fault, expect):
     assert len(bad) == 1 and expect in bad[0], bad
 
 
+def test_mini_batch_read_from_the_launch_command(tmp_path):
+    run = make_run(tmp_path / "r", [GOOD[0], {**GOOD[1], "train/optimizer_steps": 1}])
+    with open(os.path.join(run, "command.sh"), "w") as f:
+        f.write("python -m gaca_openrlhf.cli.train_ppo --gaca.mini_batch_steps 256 --gaca.mini_batch_steps 4")
+    assert smoke_check.command_option(run, "--gaca.mini_batch_steps") == "4"  # later options win
+    assert smoke_check.main([run]) == 1  # 1 step for 12 samples / 4 is caught without --mini-batch-steps
+
+
 def test_missing_iterations_and_checkpoints(tmp_path):
     bad = failed(make_run(tmp_path / "r", GOOD[:1], ckpt=False))
     assert any("1 iterations" in t for t in bad) and any("DeepSpeed" in t for t in bad) and any("HF" in t for t in bad)
