@@ -274,6 +274,8 @@ def test_vllm_generator_seeds_and_stop(monkeypatch):
     kw = StubLLM.instances[-1].kw
     assert (kw["dtype"], kw["gpu_memory_utilization"], kw["enforce_eager"]) == flipped
     assert other.settings["device"] == ("cpu" if not cpu else "cuda")
+    p = other._params(GenRequest([1], 3, 5))  # defaults: top-p 1, the training rollout's stop string
+    assert (p.top_p, list(p.stop), p.seed, kw["seed"]) == (1.0, ["</action>"], 5, 0)
     VLLMGenerator("/m", temperature=0.4, max_model_len=300, dtype="bfloat16", gpu_memory_utilization=0.5,
                   enforce_eager=False, tensor_parallel_size=2)
     kw = StubLLM.instances[-1].kw
