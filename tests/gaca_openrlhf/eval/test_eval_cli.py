@@ -77,3 +77,26 @@ def test_panel_errors_and_seeded_selection(tmp_path):
     b = resolve_panel("alfworld", "eval_id", data_root=str(tmp_path), panel_seed=1).tasks
     assert len(a) == len(b) == 128 and a != b  # the panel seed picks the 128 games
     assert resolve_panel("toy", "toy").tasks == ["0", "1", "2", "3"]
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"episodes_per_task": 0}, "episodes_per_task must be >= 1, got 0"),
+    ({"num_envs": 0}, "num_envs must be >= 1, got 0"),
+    ({"max_new_tokens": 0}, "max_new_tokens and prompt_max_len must be >= 1"),
+    ({"prompt_max_len": 0}, "max_new_tokens and prompt_max_len must be >= 1"),
+    ({"invalid_action": "skip"}, "invalid_action must be 'execute' or 'noop', got 'skip'"),
+])
+def test_run_config_rejects_bad_values(kw, msg):
+    from gaca_openrlhf.eval.runner import RunConfig
+
+    with pytest.raises(ValueError) as e:
+        RunConfig(env="toy", **kw)
+    assert str(e.value) == msg
+
+
+def test_run_config_smallest_values_and_model_len():
+    from gaca_openrlhf.eval.runner import RunConfig
+
+    cfg = RunConfig(env="toy", episodes_per_task=1, num_envs=1, max_new_tokens=1, prompt_max_len=1)
+    assert cfg.max_model_len == 2  # prompt budget + response budget
+    assert RunConfig(env="toy", max_model_len=100).max_model_len == 100
