@@ -152,10 +152,12 @@ class SearchEngine:
     def _set(self, asins: Sequence[str], vocab: dict[str, int], indptr: np.ndarray, docs: np.ndarray,
              scores: np.ndarray, term_max: np.ndarray | None = None, dense_ids: np.ndarray | None = None,
              dense: np.ndarray | None = None) -> None:
+        # plain ndarray views of the memory maps: slicing a np.memmap costs ~70 us, an ndarray view ~0.2 us
+        indptr, docs, scores = np.asarray(indptr), np.asarray(docs), np.asarray(scores)
         self.asins, self.vocab, self.indptr, self.docs, self.scores = asins, vocab, indptr, docs, scores
         if term_max is None:
             term_max, dense_ids, dense = _extras(len(asins), indptr, docs, scores)
-        self.term_max, self.dense_ids, self.dense = term_max, dense_ids, dense
+        self.term_max, self.dense_ids, self.dense = np.asarray(term_max), np.asarray(dense_ids), np.asarray(dense)
         # the most common terms also as dense rows: gathered for candidates instead of scanning their postings
         self.dense_rows = {int(t): i for i, t in enumerate(np.asarray(dense_ids).tolist())}
 
@@ -180,6 +182,9 @@ class SearchEngine:
             (tid, w), = terms
             lo, hi = self.indptr[tid], self.indptr[tid + 1]
             return _top(np.asarray(self.docs[lo:hi]), np.asarray(self.scores[lo:hi], dtype=np.float64) * w, k)
+        hit = self._maxscore(terms, k)
+        if hit is not None:
+            return hit
         dense = [(tid, w) for tid, w in terms if tid in self.dense_rows]
         sparse = [(tid, w) for tid, w in terms if tid not in self.dense_rows]
         if dense and sparse:
@@ -187,6 +192,58 @@ class SearchEngine:
             if hit is not None:
                 return hit
         return self._full(terms, k)
+
+    def _score_docs(self, cand: np.ndarray, terms: list[tuple[int, int]]) -> np.ndarray:
+        """Exact scores of the (ascending) documents ``cand`` for the query terms."""
+        sc = np.zeros(cand.size, dtype=np.float64)
+        for tid, w in terms:
+            row = self.dense_rows.get(tid)
+            if row is not None:
+                sc += np.asarray(self.dense[row])[cand] * float(w)
+                continue
+            lo, hi = self.indptr[tid], self.indptr[tid + 1]
+            d = np.asarray(self.docs[lo:hi])
+            idx = np.searchsorted(d, cand)
+            idx[idx == d.size] = 0
+            hit = d[idx] == cand
+            sc[hit] += np.asarray(self.scores[lo:hi])[idx[hit]] * float(w)
+        return sc
+
+    def _maxscore(self, terms: list[tuple[int, int]], k: int) -> list[int] | None:
+        """MaxScore: a lower bound theta of the k-th score comes from the rarest term's documents (scored in
+        full); terms whose summed maxima stay below theta are non-essential (a document matching only them
+        cannot reach the top k), so the candidates are the essential terms' documents, scored in full.
+        None when the rarest term is too common or the candidates too many (the callers then accumulate)."""
+        n = len(self.asins)
+        df = {tid: int(self.indptr[tid + 1] - self.indptr[tid]) for tid, _ in terms}
+        # seed documents: those of the rarest terms, until there are k of them (within a small budget)
+        parts, size = [], 0
+        for tid in sorted(df, key=df.get):
+            if size >= k:
+                break
+            if size + df[tid] > max(n // 50, 2 * k):
+                return None
+            parts.append(self.docs[self.indptr[tid]:self.indptr[tid + 1]])
+            size += df[tid]
+        seed = np.unique(np.concatenate(parts)) if len(parts) > 1 else parts[0]
+        theta = 0.0
+        if seed.size >= k:
+            seed_sc = self._score_docs(seed, terms)
+            theta = float(np.partition(seed_sc, seed.size - k)[seed.size - k])
+        cum, essential = 0.0, []
+        for tid, w in sorted(terms, key=lambda tw: float(self.term_max[tw[0]]) * tw[1]):
+            ub = float(self.term_max[tid]) * w
+            if not essential and (cum + ub) * (1 + 1e-6) < theta:
+                cum += ub
+            else:
+                essential.append(tid)
+        if sum(df[t] for t in essential) > n // 8:
+            return None
+        parts = [np.asarray(self.docs[self.indptr[t]:self.indptr[t + 1]]) for t in essential]
+        cand = np.unique(np.concatenate(parts)) if len(parts) > 1 else parts[0]
+        if cand.size == 0:
+            return []
+        return _top(cand, self._score_docs(cand, terms), k)
 
     def _full(self, terms: list[tuple[int, int]], k: int) -> list[int]:
         """Accumulate every posting of every query term over all documents."""
@@ -207,10 +264,11 @@ class SearchEngine:
         any other document matches only common terms, so it scores at most the sum of their maxima, and if that
         is below the k-th candidate score no such document can enter the top k (MaxScore's argument)."""
         slices = [(self.indptr[t], self.indptr[t + 1], w) for t, w in sparse]
-        if sum(hi - lo for lo, hi, _ in slices) > len(self.asins) // 4:
+        if sum(hi - lo for lo, hi, _ in slices) > len(self.asins) // 2:
             return None
-        docs = np.concatenate([np.asarray(self.docs[lo:hi]) for lo, hi, _ in slices])
-        vals = np.concatenate([np.asarray(self.scores[lo:hi], dtype=np.float64) * w for lo, hi, w in slices])
+        docs = np.concatenate([self.docs[lo:hi] for lo, hi, _ in slices])
+        vals = np.concatenate([self.scores[lo:hi].astype(np.float64) * w for lo, hi, w in slices])
+        # (measured at 1.18M: sorting the postings beats scatter-adding into a per-document accumulator)
         cand, inverse = np.unique(docs, return_inverse=True)
         if cand.size < k:
             return None

@@ -175,3 +175,24 @@ def test_candidate_pruning_is_exact():
         sparse = [(t, w) for t, w in terms if t not in engine.dense_rows]
         used += bool(dense and sparse and engine._candidates(sparse, dense, 50) is not None)
     assert used >= len(queries) // 3  # the shortcut is actually taken (measured: most instruction queries)
+
+
+def test_maxscore_path_is_exact_and_taken_for_rare_terms():
+    products = C.process_products(C.generate_raw(3000, seed=21))
+    for i, p in enumerate(products[:600]):
+        p["Title"] += f" zq{i % 10}"  # rarer words: each in 60 products
+    engine = SearchEngine(products)
+    taken = n = 0
+    for i in range(10):
+        for q in (f"zq{i} black large size", f"zq{i} zq{(i + 1) % 10} gluten free", f"color zq{i} pack of 6",
+                  f"zq{i} shoes", f"green tea zq{i}"):
+            counts = {}
+            for t in analyze(q):
+                if t in engine.vocab:
+                    counts[engine.vocab[t]] = counts.get(engine.vocab[t], 0) + 1
+            terms = sorted(counts.items())
+            assert engine.search_ids(q, 50) == engine._full(terms, 50), q
+            taken += engine._maxscore(terms, 50) is not None
+            n += 1
+    print(f"MaxScore path taken for {taken}/{n} queries")
+    assert taken >= n // 2
