@@ -4,7 +4,7 @@
 ``webshop_server.supervise``. Once iteration 2 is stepping, the test kills the server process. Expected: the
 supervisor restarts it, the episodes that were in flight fail with the reason ("server_restarted"), the run goes
 on to finish both iterations with the default failure settings, and nothing collected before is lost (iteration 1
-and its checkpoint are intact; iteration 2 counts all its episodes, the failed ones as failed).
+and its checkpoint are intact; iteration 2 accounts for all its episodes, the failed ones as failed).
 """
 import json
 import os
@@ -73,7 +73,9 @@ def test_server_killed_mid_iteration_fails_only_the_episodes_in_flight():
         first, second = recs
         assert first["rollout/failed_episodes"] == 0 and first["rollout/num_episodes"] == 4
         assert (save / "ckpt").is_dir()  # iteration 1's checkpoint (save_steps 1) was written before the kill
-        assert second["rollout/num_episodes"] == 4 and 1 <= second["rollout/failed_episodes"] <= 4
+        # num_episodes counts the successful ones: together with the failed ones, all 4 are accounted for
+        assert second["rollout/failed_episodes"] >= 1
+        assert second["rollout/num_episodes"] + second["rollout/failed_episodes"] == 4
         assert "server_restarted" in out  # the failed episodes carry the reason
         server_log = (save / "webshop_server.log").read_text()
         assert "restart 1/20" in server_log
