@@ -170,12 +170,12 @@ class Shop:
         name, arg = parse_action(action)
         if arg is not None:
             arg = arg.lower()
-        page = self.render(s)
         if name == "search" and arg:
             self.do_search(s, arg.split(" "))
             return 0.0, False, {"executed": True}
-        if name == "click" and arg is not None and arg in page.clickables and arg != "search":
-            return self._click(s, arg, page.clickables[arg])
+        clickables = self.render(s).clickables if name == "click" else {}
+        if name == "click" and arg is not None and arg in clickables and arg != "search":
+            return self._click(s, arg, clickables[arg])
         if name == "click":
             return 0.0, False, {"executed": False, "reason": f"not clickable on this page: {arg!r}"}
         if name == "search":
