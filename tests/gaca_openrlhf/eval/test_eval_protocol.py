@@ -458,3 +458,44 @@ def test_webshop_health_tells_generated_catalog():
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+# ------------------------------------------------------------------------------------------------ env lifecycle
+class TrackedEnv(StoryEnv):
+    """Fails its first step on task 'bad'; counts how often each instance is closed."""
+
+    made: list = []
+
+    def __init__(self):
+        self.closed = 0
+        TrackedEnv.made.append(self)
+
+    def reset(self, task):
+        self.task = task
+        return super().reset(task)
+
+    def step(self, action, valid=True):
+        if self.task == "bad":
+            raise RuntimeError("env broke")
+        return super().step(action, valid)
+
+    def close(self):
+        self.closed += 1
+
+
+def test_every_env_closed_once_and_records_keep_task_index(monkeypatch):
+    # catches: a broken env left open when its slot gets a fresh one, or records without their panel position
+    import time
+
+    TrackedEnv.made = []
+    monkeypatch.setattr(runner_mod, "make_env", lambda name, **c: TrackedEnv())
+    monkeypatch.setattr(runner_mod, "prompt_template", lambda name: TOY_PROMPT)
+    cfg = RunConfig(env="tracked", num_envs=1, prompt_max_len=10_000, max_steps=2)
+    recs, _ = run_episodes(["a", "bad", "c"], cfg, StoryAgent(), encode, progress=False)
+    assert [(r["task"], r["task_index"], r["failed"]) for r in recs] == [("a", 0, False), ("bad", 1, True),
+                                                                         ("c", 2, False)]
+    assert len(TrackedEnv.made) == 2  # the slot's env, then a fresh one after the failure
+    deadline = time.time() + 5
+    while time.time() < deadline and any(e.closed != 1 for e in TrackedEnv.made):
+        time.sleep(0.02)  # envs close on a daemon thread
+    assert [e.closed for e in TrackedEnv.made] == [1, 1]
