@@ -61,6 +61,7 @@ def main(argv=None) -> int:
     base = RunConfig(env=args.env, env_kwargs=env_kwargs, episodes_per_task=args.episodes_per_task, seed=seeds[0],
                      history_k=args.history_k, max_steps=args.max_steps, max_new_tokens=args.max_tokens,
                      prompt_max_len=args.prompt_max_len, num_envs=args.num_envs, env_timeout_s=args.env_timeout,
+                     record_actions=args.record_actions,
                      **({"invalid_action": args.invalid_action} if hasattr(args, "invalid_action") else {}))
     t_start = time.time()
     generator = VLLMGenerator(model, temperature=args.temperature, top_p=args.top_p, seed=seeds[0],

@@ -190,7 +190,9 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
     from gaca_openrlhf.models.tiny import cache_root
 
     types = ",".join(t.strip() for t in cfg.task_types.split(",") if t.strip())
-    root = cache_root() / "quickstart" / f"alfworld-t{types.replace(',', '')}-s{cfg.data_seed}"
+    # one folder per (task types, seed, sizes): a panel lists every game of its split folder
+    root = (cache_root() / "quickstart"
+            / f"alfworld-t{types.replace(',', '')}-s{cfg.data_seed}-n{cfg.train_games}x{cfg.heldout_games}")
     py = sys.executable
     counts = {}
     for split, n in (("train", cfg.train_games), ("valid_seen", cfg.heldout_games)):
@@ -296,11 +298,14 @@ def _eval_cmd(cfg: QuickstartConfig, st: State, model: str, out_dir: Path, seeds
     cmd = [sys.executable, "-m", "gaca_openrlhf.bench.evaluate", "--seeds", ",".join(map(str, seeds)),
            "--out-dir", str(out_dir), "--model", model, "--env", cfg.env, "--episodes-per-task", "1",
            "--temperature", str(cfg.eval_temperature), "--max-steps", str(cfg.max_steps),
-           "--max-tokens", str(cfg.max_new_tokens), "--num-envs", str(cfg.num_envs), "--no-progress"]
+           "--max-tokens", str(cfg.max_new_tokens), "--num-envs", str(cfg.num_envs), "--record-actions",
+           "--no-progress"]
     if cfg.env == "alfworld":
         cmd += ["--panel", st.panel, "--data", st.data]
     else:
-        cmd += ["--panel", "test", "--num-tasks", str(cfg.heldout_games), "--webshop-url", st.webshop_url]
+        # the quickstart model has 4096 positions: prompt budget = 4096 - response budget
+        cmd += ["--panel", "test", "--num-tasks", str(cfg.heldout_games), "--webshop-url", st.webshop_url,
+                "--prompt-max-len", str(4096 - cfg.max_new_tokens)]
     return cmd
 
 
@@ -438,6 +443,8 @@ def config_from_args(args) -> QuickstartConfig:
     if cfg.env == "webshop":
         if "max_steps" not in over:  # WebShop's own limit is 15; the demonstrator needs 3-6 steps
             cfg = replace(cfg, max_steps=8 if args.smoke else 15)
+        if "max_new_tokens" not in over:  # search[...] responses repeat the query in <think> and <action>
+            cfg = replace(cfg, max_new_tokens=80)
         cfg = replace(cfg, webshop_data=cfg.webshop_data or os.environ.get("WEBSHOP_DATA", ""),
                       webshop_generated=cfg.webshop_generated or os.environ.get("WEBSHOP_GENERATED") == "1")
     if cfg.env == "webshop" and cfg.task_types != "1":
