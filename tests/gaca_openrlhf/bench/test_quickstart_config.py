@@ -36,3 +36,25 @@ def test_rl_command_is_accepted_by_the_project_parser(tmp_path):
     assert args.rollout.n_samples_per_prompt == cfg.rl_n >= 2
     assert json.loads(args.env.kwargs)["data_dir"] == st.data
     assert Path(args.ckpt.output_dir) == tmp_path / "run"
+
+
+def test_data_phase_panels_have_the_requested_sizes(tmp_path, monkeypatch):
+    """Two sizes with the same seed must not share a folder: a panel lists every game of its split folder."""
+    from dataclasses import replace
+
+    from gaca_openrlhf.bench.quickstart import Console, phase_data_alfworld
+
+    monkeypatch.setenv("GACA_CACHE", str(tmp_path / "cache"))
+    base = cfg_of("--smoke")
+    for n_train in (2, 1):
+        out = tmp_path / f"out{n_train}"
+        cfg = replace(base, train_games=n_train, heldout_games=1)
+        st = State()
+        phase_data_alfworld(cfg, st, out, Console(out, 1))
+        train = json.loads((out / "data" / "train_panel.json").read_text())
+        held = json.loads((out / "data" / "heldout_panel.json").read_text())
+        assert train["num_games"] == n_train and held["num_games"] == 1
+        assert all(g.startswith("json_2.1.1/train/") for g in train["games"])
+        assert held["split"] == "valid_seen" and set(held["task_types"]) == {"pick_and_place_simple"}
+        tasks = [json.loads(x)["input"] for x in (out / "data" / "train_tasks.jsonl").read_text().splitlines()]
+        assert tasks == train["games"]
