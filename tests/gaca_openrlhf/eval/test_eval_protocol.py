@@ -499,3 +499,50 @@ def test_every_env_closed_once_and_records_keep_task_index(monkeypatch):
     while time.time() < deadline and any(e.closed != 1 for e in TrackedEnv.made):
         time.sleep(0.02)  # envs close on a daemon thread
     assert [e.closed for e in TrackedEnv.made] == [1, 1]
+
+
+def test_a_batch_failing_at_reset_does_not_end_the_panel():
+    # catches: the loop leaving when no episode of a round survives its reset (the panel's rest never runs)
+    recs, _ = run_episodes(["1", "0"], toy_cfg(episodes_per_task=2, num_envs=2,
+                                               env_kwargs={"length": 4, "max_steps": 5, "fail_on_task": 1}),
+                           Recorder(), encode, progress=False)
+    assert [(r["task"], r["episode"], r["failed"]) for r in recs] == [("1", 0, True), ("1", 1, True),
+                                                                       ("0", 0, False), ("0", 1, False)]
+    assert all(r["steps"] == 5 for r in recs[2:])
+
+
+class InfoEnv(StoryEnv):
+    """Task type only in the reset info; task 'done' is over at reset; records the validity it is given."""
+
+    def __init__(self):
+        self.valid_seen = []
+
+    def reset(self, task):
+        self.t = 0
+        return f"task {task}", EnvStep("obs-0", "obs-0", ["act-0"], done=task == "done", info={"task_type": "kind"})
+
+    def step(self, action, valid="not passed"):
+        self.valid_seen.append(valid)
+        return super().step(action)
+
+
+class HalfInvalid(Recorder):
+    def generate(self, requests):
+        self.requests.extend(requests)
+        return [GenResult("no tags here" if len(self.requests) % 2 else "<think>t</think><action>act-0</action>",
+                          [1], "stop") for _ in requests]
+
+
+@pytest.mark.parametrize("mode", ["execute", "noop"])
+def test_reset_info_done_at_reset_and_validity_passing(monkeypatch, mode):
+    envs = []
+    monkeypatch.setattr(runner_mod, "make_env", lambda name, **c: envs.append(InfoEnv()) or envs[-1])
+    monkeypatch.setattr(runner_mod, "prompt_template", lambda name: TOY_PROMPT)
+    cfg = RunConfig(env="info", num_envs=1, prompt_max_len=10_000, max_steps=4, invalid_action=mode)
+    recs, _ = run_episodes(["done", "a"], cfg, HalfInvalid(), encode, progress=False)
+    assert [(r["task"], r["steps"], r["failed"], r["task_type"]) for r in recs] == [("done", 0, False, "kind"),
+                                                                                  ("a", 4, False, "kind")]
+    assert recs[1]["valid_steps"] == 2
+    seen = [v for e in envs for v in e.valid_seen]
+    # "noop" tells the env which actions were invalid; "execute" (verl-agent) runs every action as given
+    assert seen == ([False, True, False, True] if mode == "noop" else ["not passed"] * 4)
