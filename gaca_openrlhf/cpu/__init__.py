@@ -18,8 +18,11 @@ SETUP_HOOK = "gaca_openrlhf.cpu.patches.apply"
 
 
 def use_cpu_backend(requested: str | None = None) -> bool:
-    """True for ``cpu``; False for ``gpu``; ``auto``/None: CPU when CUDA is absent."""
+    """True for ``cpu`` (and ``rehearsal``, which runs on CPU); False for ``gpu``; ``auto``/None: CPU when CUDA is
+    absent."""
     requested = (requested or os.environ.get("GACA_BACKEND") or "auto").lower()
+    if requested == "rehearsal":
+        return True
     if requested not in ("auto", "cpu", "gpu"):
         raise ValueError(f"backend must be auto, cpu or gpu, got {requested!r}")
     if requested != "auto":
