@@ -546,3 +546,43 @@ def test_reset_info_done_at_reset_and_validity_passing(monkeypatch, mode):
     seen = [v for e in envs for v in e.valid_seen]
     # "noop" tells the env which actions were invalid; "execute" (verl-agent) runs every action as given
     assert seen == ([False, True, False, True] if mode == "noop" else ["not passed"] * 4)
+
+
+def test_token_counts_recorded_actions_and_budget_floor():
+    # catches: per-episode counters overwritten instead of summed, record_actions keys, the 1-token floor
+    gen = Recorder()
+    recs, _ = run_episodes(["0"], toy_cfg(record_actions=True), gen, encode, progress=False)
+    assert recs[0]["response_tokens"] == 2 * 5 and recs[0]["truncated_responses"] == 0
+    assert recs[0]["actions"] == [{"action": "look", "valid": True}] * 5
+
+    class Cut(Recorder):
+        def generate(self, requests):
+            self.requests.extend(requests)
+            return [GenResult("<think>t", [1] * r.max_tokens, "length") for r in requests]
+
+    gen = Cut()
+    probe = Recorder()  # measures the first step prompt's length
+    run_episodes(["0"], toy_cfg(max_steps=1), probe, encode, progress=False)
+    plen = len(probe.requests[0].prompt_ids)
+    recs, _ = run_episodes(["0"], toy_cfg(max_steps=2, max_new_tokens=50, max_model_len=plen + 1), gen, encode,
+                           progress=False)
+    assert gen.requests[0].max_tokens == 1  # one token of context left: the floor is 1, not more
+    assert recs[0]["truncated_responses"] == 2 and recs[0]["valid_steps"] == 0
+
+
+def test_a_failed_step_does_not_drop_the_other_episodes_step(monkeypatch):
+    # catches: leaving the result loop at the first failed step (later slots' results lost)
+    monkeypatch.setattr(runner_mod, "make_env", lambda name, **c: TrackedEnv())
+    monkeypatch.setattr(runner_mod, "prompt_template", lambda name: TOY_PROMPT)
+    cfg = RunConfig(env="tracked", num_envs=2, prompt_max_len=10_000, max_steps=3)
+    recs, _ = run_episodes(["bad", "ok"], cfg, StoryAgent(), encode, progress=False)
+    assert [(r["task"], r["failed"], r["steps"]) for r in recs] == [("bad", True, 0), ("ok", False, 3)]
+
+
+def test_generator_returning_the_wrong_count_is_an_error():
+    class Short(Recorder):
+        def generate(self, requests):
+            return []
+
+    with pytest.raises(RuntimeError, match="generator returned 0 outputs for 2 requests"):
+        run_episodes(["0", "1"], toy_cfg(num_envs=2), Short(), encode, progress=False)
