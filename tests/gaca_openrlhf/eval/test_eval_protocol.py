@@ -575,8 +575,11 @@ def test_a_failed_step_does_not_drop_the_other_episodes_step(monkeypatch):
     monkeypatch.setattr(runner_mod, "make_env", lambda name, **c: TrackedEnv())
     monkeypatch.setattr(runner_mod, "prompt_template", lambda name: TOY_PROMPT)
     cfg = RunConfig(env="tracked", num_envs=2, prompt_max_len=10_000, max_steps=3)
-    recs, _ = run_episodes(["bad", "ok"], cfg, StoryAgent(), encode, progress=False)
+    gen = StoryAgent()
+    recs, _ = run_episodes(["bad", "ok"], cfg, gen, encode, progress=False)
     assert [(r["task"], r["failed"], r["steps"]) for r in recs] == [("bad", True, 0), ("ok", False, 3)]
+    ok = [decode(r.prompt_ids) for r in gen.requests if "task ok" in decode(r.prompt_ids)]
+    assert [re.findall(r"current observation is: (obs-[0-9]+)", p)[-1] for p in ok] == ["obs-0", "obs-1", "obs-2"]
 
 
 def test_generator_returning_the_wrong_count_is_an_error():
