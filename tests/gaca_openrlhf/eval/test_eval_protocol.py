@@ -589,3 +589,43 @@ def test_generator_returning_the_wrong_count_is_an_error():
 
     with pytest.raises(RuntimeError, match="generator returned 0 outputs for 2 requests"):
         run_episodes(["0", "1"], toy_cfg(num_envs=2), Short(), encode, progress=False)
+
+
+class ScoreEnv(StoryEnv):
+    """Partial score 0.5 after every step (never won); task 'broken' fails on its second step."""
+
+    def reset(self, task):
+        self.task = task
+        return super().reset(task)
+
+    def step(self, action, valid=True):
+        if self.task == "broken" and self.t == 1:
+            raise RuntimeError("lost the server")
+        out = super().step(action)
+        out.info = {"score": 0.5}
+        return out
+
+
+def test_record_score_from_env_info_and_zero_when_failed(monkeypatch):
+    # catches: the env's score ignored (won used instead), a failed episode keeping its partial score
+    monkeypatch.setattr(runner_mod, "make_env", lambda name, **c: ScoreEnv())
+    monkeypatch.setattr(runner_mod, "prompt_template", lambda name: TOY_PROMPT)
+    cfg = RunConfig(env="score", num_envs=1, prompt_max_len=10_000, max_steps=3)
+    recs, _ = run_episodes(["fine", "broken"], cfg, StoryAgent(), encode, progress=False)
+    assert [(r["task"], r["won"], r["score"], r["failed"]) for r in recs] == [("fine", False, 0.5, False),
+                                                                            ("broken", False, 0.0, True)]
+
+
+def test_untagged_response_uses_the_templates_tail(monkeypatch):
+    # catches: the template's tail length (verl-agent: ALFWorld 30, WebShop 20 characters) not passed on
+    import dataclasses
+
+    class Untagged(Recorder):
+        def generate(self, requests):
+            return [GenResult("I think I will Click The Big Button now please", [1, 2], "stop") for _ in requests]
+
+    monkeypatch.setattr(runner_mod, "make_env", lambda name, **c: StoryEnv())
+    monkeypatch.setattr(runner_mod, "prompt_template", lambda name: dataclasses.replace(TOY_PROMPT, tail_chars=20))
+    cfg = RunConfig(env="story", num_envs=1, prompt_max_len=10_000, max_steps=1, record_actions=True)
+    recs, _ = run_episodes(["a"], cfg, Untagged(), encode, progress=False)
+    assert recs[0]["actions"] == [{"action": 'ig button now please', "valid": False}]  # its last 20 characters, lower-cased
