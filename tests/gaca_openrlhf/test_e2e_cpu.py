@@ -3,7 +3,8 @@
 Each test runs ``examples/cpu/train_gaca_*_tiny.sh`` (2 iterations) in a subprocess and checks what it wrote:
 metrics.jsonl (required keys, lambda, sync gap, finite loss), the dumped per-iteration StepBatch (per-step samples;
 advantages equal the estimator module's on the same batch), the final model (parameters changed), checkpoint
-resume (same data position, LR schedule and weights as an uninterrupted run) and a killed ALFWorld worker.
+resume (same data position, LR schedule and optimizer step as an uninterrupted run; the resumed weights and Adam
+state are exactly one AdamW step on from the checkpoint it loaded) and a killed ALFWorld worker.
 """
 import json
 import math
@@ -133,15 +134,80 @@ def test_webshop_tiny_example(workdir):
     check_params_changed(tmp_path)
 
 
+def ds_checkpoint(save: Path, step: int) -> list[dict]:
+    """The actor's DeepSpeed checkpoint of iteration ``step`` (1 rank, ZeRO-2, torch AdamW): per parameter group
+    the fp32 master weights, Adam's moments (padding dropped), the optimizer step count and its hyper-parameters."""
+    import torch
+
+    ckpt = save / "ckpt" / "_actor" / f"global_step{step}"
+    files = sorted(ckpt.glob("*optim_states.pt"))
+    assert len(files) == 1, f"expected one optimizer shard in {ckpt}: {sorted(p.name for p in ckpt.parent.rglob('*'))}"
+    sd = torch.load(files[0], map_location="cpu", weights_only=False)["optimizer_state_dict"]
+    base = sd["base_optimizer_state"]
+    groups = []
+    for i, w in enumerate(sd["single_partition_of_fp32_groups"]):
+        w = w.detach().double().flatten()
+        st, hp = base["state"][i], base["param_groups"][i]
+        groups.append({"w": w, "m": st["exp_avg"].double().flatten()[: w.numel()],
+                       "v": st["exp_avg_sq"].double().flatten()[: w.numel()], "step": int(st["step"]),
+                       "lr": float(hp["lr"]), "betas": tuple(hp["betas"]), "eps": float(hp["eps"]),
+                       "weight_decay": float(hp["weight_decay"])})
+    return groups
+
+
+def check_resumed_state(before: list[dict], resumed: list[dict], uninterrupted: list[dict], updates: int):
+    """``resumed`` (the resumed run's iteration-2 checkpoint) must continue ``before`` (the interrupted run's
+    iteration-1 checkpoint, which the resume loaded): same parameters and optimizer position as the uninterrupted
+    run, Adam's step count and moments carried on, and -- for one update -- exactly one AdamW step from the loaded
+    weights. A resume that restored nothing (fresh weights or a fresh optimizer) fails every one of these."""
+    import torch
+
+    assert len(resumed) == len(before) == len(uninterrupted)
+    for b, r, u in zip(before, resumed, uninterrupted):
+        assert r["w"].shape == u["w"].shape == b["w"].shape
+        assert (r["betas"], r["eps"], r["weight_decay"]) == (u["betas"], u["eps"], u["weight_decay"])
+        assert r["step"] == b["step"] + updates, "the optimizer step count did not continue from the checkpoint"
+        assert r["step"] == u["step"], "resumed and uninterrupted runs are at different optimizer steps"
+        assert r["lr"] == pytest.approx(u["lr"], rel=1e-6), "the LR schedule position differs"
+        assert not torch.equal(r["w"], b["w"]), "iteration 2 did not update the weights"
+        beta1, beta2 = r["betas"]
+        # the second moment only decays between the checkpoint and now: v_now >= beta2^updates * v_loaded
+        assert bool((r["v"] >= beta2 ** updates * b["v"] * (1 - 1e-6) - 1e-30).all()), \
+            "Adam's second moment was not restored"
+        if updates != 1:
+            continue
+        # one AdamW step (torch.optim.AdamW): recover the gradient from the first moment ...
+        g = (r["m"] - beta1 * b["m"]) / (1 - beta1)
+        assert torch.allclose(r["v"], beta2 * b["v"] + (1 - beta2) * g * g, rtol=1e-4, atol=1e-20), \
+            "Adam's moments are not one step on from the loaded ones"
+        # ... and the weights are the loaded ones moved by one AdamW step (the LR fitted, then checked)
+        t = r["step"]
+        direction = r["m"] / (1 - beta1 ** t) / ((r["v"] / (1 - beta2 ** t)).sqrt() + r["eps"])
+        a = r["weight_decay"] * b["w"] + direction
+        delta = r["w"] - b["w"]
+        lr = float(-(delta @ a) / (a @ a))
+        assert 0 < lr <= 1.0001 * max(r["lr"], u["lr"], b["lr"]), lr
+        residual = (delta + lr * a).norm() / delta.norm()
+        assert residual < 1e-3, f"the resumed weights are not one AdamW step from the checkpoint (residual {residual:.3g})"
+
+
 def test_checkpoint_resume_matches_uninterrupted(alfworld_run, workdir):
+    """Resume from the iteration-1 checkpoint: same data position, LR schedule, optimizer step and parameter layout
+    as the uninterrupted run, and the resumed model and optimizer state continue the loaded checkpoint exactly."""
     tmp_path = workdir
     import torch
 
     full, _, _ = alfworld_run
-    run_example("train_gaca_alfworld_tiny.sh", tmp_path, "--gaca.max_iterations", "1")
+    # an entropy bonus gives every iteration a gradient: with the tiny model's usual all-failed first iteration the
+    # advantages are all 0, the first update moves nothing, and "weights restored" could not be told apart from
+    # "weights not restored" (the LR schedule and optimizer step counts do not depend on it)
+    grad = ("--actor.entropy_coef", "0.01")
+    run_example("train_gaca_alfworld_tiny.sh", tmp_path, "--gaca.max_iterations", "1", *grad)
     assert [r["iteration"] for r in records(tmp_path)] == [1]
     assert (tmp_path / "ckpt" / "_actor").is_dir()
-    _, log = run_example("train_gaca_alfworld_tiny.sh", tmp_path, "--ckpt.load_enable")
+    before = ds_checkpoint(tmp_path, 1)  # what the resume must load
+    assert all(float(g["m"].abs().max()) > 0 for g in before), "iteration 1 had no gradient"
+    _, log = run_example("train_gaca_alfworld_tiny.sh", tmp_path, "--ckpt.load_enable", *grad)
     assert "resuming from iteration 1" in log
     resumed, reference = records(tmp_path), records(full)
     assert [r["iteration"] for r in resumed] == [1, 2]
@@ -152,6 +218,9 @@ def test_checkpoint_resume_matches_uninterrupted(alfworld_run, workdir):
     # same LR schedule position and the loaded weights were synced to vLLM before rolling out
     assert resumed[1]["actor_lr"] == pytest.approx(reference[1]["actor_lr"])
     assert resumed[1]["sync/logprob_gap_rollout"] < 1e-2
+    # the resumed model and optimizer state against the checkpoint it loaded and the uninterrupted run's
+    updates = int(resumed[1].get("train/optimizer_steps") or 1)
+    check_resumed_state(before, ds_checkpoint(tmp_path, 2), ds_checkpoint(full, 2), updates)
 
 
 def test_killed_env_worker_is_excluded_and_training_continues(workdir):
