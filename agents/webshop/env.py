@@ -12,11 +12,10 @@ Follows verl-agent's WebShop environment manager:
 * the anchor state for GiGPO/GACA step groups is the formatted observation.
 
 By default the rollout sends every projected action (verl-agent executes an invalid response's action too); with
-its ``invalid_action="noop"`` option an invalid one comes as ``step(text, valid=False)``. Such an action, or one
-that WebShop's ``parse_action`` does not read as ``search[...]``/``click[...]`` (a prefix match: ``click[buy now].``
-is a click), is not sent to the shop: it is answered as a no-op (same observation, reward 0) and still counts as a
-step.
-Unknown clicks are sent and the server answers them as no-ops, as WebShop does. Unreachable/failing servers
+its ``invalid_action="noop"`` option an invalid one comes as ``step(text, valid=False)``. Such an action is not
+sent to the shop: it is answered as a no-op (same observation, reward 0) and still counts as a step. Every other
+action is sent (over 1000 characters: answered here); the server reads it with WebShop's ``parse_action`` (a prefix
+match: ``click[buy now].`` is a click) and answers anything else, and unknown clicks, as no-ops, as WebShop does. Unreachable/failing servers
 raise :class:`agents.base.EnvError`.
 
 Tasks for :meth:`WebShopEnv.reset`: a global goal index (``int`` or ``"123"``), or ``"test:12"`` /
@@ -35,9 +34,6 @@ from agents.webshop.client import SessionLostError, WebShopClient
 DEFAULT_URL = os.environ.get("WEBSHOP_URL", "http://127.0.0.1:3000")
 MAX_STEPS = 15
 SUCCESS_REWARD = 10.0
-# WebShop's parse_action: ``(.+)\[(.+)\]`` matched at the start, so text after the closing bracket is ignored
-# (``click[buy now].`` buys) and the name is everything before the last "[...]"
-_ACTION = re.compile(r"(.+)\[(.+)\]")
 _TASK = re.compile(r"^\s*(test|eval|train)\s*[:/]\s*(\d+)\s*$")
 
 _INSTRUCTION = (
@@ -177,9 +173,11 @@ class WebShopEnv:
         if self.done:
             raise EnvError("WebShop step after the episode ended")
         self.steps += 1
-        m = _ACTION.match(action) if isinstance(action, str) and len(action) <= 1000 else None
-        is_command = m is not None and m.group(1) in ("search", "click")
-        if not (valid and is_command):
+        # every action the rollout executes goes to the shop, which answers what WebShop's parse_action does not
+        # read as search[...]/click[...] as a no-op, as WebShop's env does; only actions marked invalid
+        # (valid=False) and over-long ones (the server refuses them) are answered here
+        sendable = isinstance(action, str) and len(action) <= 1000
+        if not (valid and sendable):
             truncated = self.steps >= self.max_steps
             self.done = truncated
             info = {"score": 0.0, "task_score": 0.0, "won": False, "steps": self.steps, "executed": False,
