@@ -629,3 +629,45 @@ def test_untagged_response_uses_the_templates_tail(monkeypatch):
     cfg = RunConfig(env="story", num_envs=1, prompt_max_len=10_000, max_steps=1, record_actions=True)
     recs, _ = run_episodes(["a"], cfg, Untagged(), encode, progress=False)
     assert recs[0]["actions"] == [{"action": 'ig button now please', "valid": False}]  # its last 20 characters, lower-cased
+
+
+# ------------------------------------------------------------------------------------------------ summary, by hand
+def _rec(task, k, ttype, won, score, steps, valid, trunc, tokens, failed):
+    return dict(task=task, task_index=0, episode=k, seed=0, task_type=ttype, won=won, score=score, steps=steps,
+                valid_steps=valid, valid_action_ratio=None, truncated_responses=trunc, response_tokens=tokens,
+                failed=failed, error="")
+
+
+def test_summary_numbers_by_hand():
+    recs = [_rec("a", 0, "t1", True, 1.0, 4, 3, 1, 40, False), _rec("a", 1, "t1", False, 0.25, 6, 6, 0, 30, False),
+            _rec("b", 0, "t2", False, 0.0, 2, 1, 1, 10, True), _rec("b", 1, "", False, 0.5, 8, 4, 2, 20, False)]
+    s = runner_mod.summarize(recs)
+    assert s == {
+        "num_episodes": 4, "num_failed": 1, "success_rate": 0.25, "success_rate_excluding_failed": 1 / 3,
+        "mean_score": 0.4375, "mean_steps": 6.0, "valid_action_ratio": 0.7, "truncated_response_ratio": 0.2,
+        "mean_response_tokens": 5.0,
+        "per_task_type": {
+            "t1": {"num_episodes": 2, "num_failed": 0, "success_rate": 0.5, "mean_score": 0.625, "mean_steps": 5.0},
+            "t2": {"num_episodes": 1, "num_failed": 1, "success_rate": 0.0, "mean_score": 0.0, "mean_steps": None},
+            "unknown": {"num_episodes": 1, "num_failed": 0, "success_rate": 0.0, "mean_score": 0.5,
+                        "mean_steps": 8.0}},
+        "num_tasks": 2, "task_solved_any_rate": 0.5}
+    nan = runner_mod.summarize([_rec("a", 0, "t", False, float("nan"), 1, 1, 0, 1, False)])
+    assert nan["mean_score"] is None and nan["success_rate"] == 0.0  # non-finite numbers become null
+
+
+class NamedEnv(StoryEnv):
+    def reset(self, task):
+        self.t = 0
+        info = {"task_type": 3, "task_type_name": "pretty"} if task == "named" else {}
+        return f"task {task}", EnvStep("obs-0", "obs-0", ["act-0"], info=info)
+
+
+def test_record_task_type_and_valid_ratio(monkeypatch):
+    monkeypatch.setattr(runner_mod, "make_env", lambda name, **c: NamedEnv())
+    monkeypatch.setattr(runner_mod, "prompt_template", lambda name: TOY_PROMPT)
+    cfg = RunConfig(env="named", num_envs=1, prompt_max_len=10_000, max_steps=4)
+    recs, _ = run_episodes(["named", "plain", "other"], cfg, HalfInvalid(), encode, progress=False,
+                           task_types={"plain": "from_panel"})
+    assert [r["task_type"] for r in recs] == ["pretty", "from_panel", ""]
+    assert [r["valid_action_ratio"] for r in recs] == [0.5, 0.5, 0.5]
