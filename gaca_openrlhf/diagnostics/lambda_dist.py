@@ -74,6 +74,8 @@ def lambda_from_dumps(paths: Iterable[str], gate: Optional[AdvantageConfig] = No
     for path in paths:
         d = torch.load(path, map_location="cpu", weights_only=False)
         batch, cfg = d["batch"], d["config"]
+        # lambda depends on the NLLs only (rules 5-6), not on anchor groups: no anchor text needed
+        cfg = cfg.replace(similarity_grouping=False) if getattr(cfg, "similarity_grouping", False) else cfg
         if not get_estimator(cfg.estimator).mixture:
             if batch.nll is None:
                 continue

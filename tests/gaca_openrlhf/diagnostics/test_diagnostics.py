@@ -88,7 +88,11 @@ def test_lambda_from_dumps(tmp_path):
     types = {0: "json/train/pick_heat_then_place_in_recep-Egg-None-Fridge-2/trial_1",
              1: "json/train/look_at_obj_in_light-Book-None-DeskLamp-3/trial_2"}
     b1, r1 = _write_dump(tmp_path / "adv_iter_0001.pt", AdvantageConfig(estimator="gaca"), types)
+    # a run with similarity grouping: its dumps hold no anchor text, and lambda does not need it
     b2, r2 = _write_dump(tmp_path / "adv_iter_0002.pt", AdvantageConfig(estimator="grpo"), types)
+    d = torch.load(tmp_path / "adv_iter_0002.pt", weights_only=False)
+    d["config"] = d["config"].replace(similarity_grouping=True)
+    torch.save(d, tmp_path / "adv_iter_0002.pt")
     out = lambda_from_dumps([str(tmp_path / "adv_iter_0001.pt"), str(tmp_path / "adv_iter_0002.pt")])
     lam = torch.cat([r1.lambda_, compute_advantages(b2, AdvantageConfig(estimator="gaca")).lambda_])
     assert out["n"] == len(b1) + len(b2) and out["mean"] == pytest.approx(float(lam.mean()))
