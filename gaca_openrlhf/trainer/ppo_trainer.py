@@ -88,7 +88,14 @@ def check_sync_gap(status: dict, limit: float) -> None:
     gap = status.get("sync/logprob_gap")
     if not limit or gap is None:
         return
-    if not math.isfinite(gap) or gap > limit:
+    before = status.get("sync/logprob_gap_rollout")
+    if not math.isfinite(gap):
+        where = ("the trainer's own experience forward was already NaN before any update (sync/logprob_gap_rollout "
+                 "is NaN): a model/attention/dtype problem in the actor forward, not the weight sync"
+                 if before is not None and not math.isfinite(before) else
+                 "NaN weights reached vLLM (a NaN loss/update: see policy_loss) or a broken weight sync")
+        raise WeightSyncError(f"sync/logprob_gap is {gap} right after the weight sync: {where}")
+    if gap > limit:
         raise WeightSyncError(
             f"sync/logprob_gap {gap:.4g} > --gaca.max_logprob_gap {limit:g} right after the weight sync: vLLM is not "
             "generating with the trainer's weights, so the rollouts are off-policy garbage. Likely cause: a broken "

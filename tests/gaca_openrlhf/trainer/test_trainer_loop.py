@@ -85,5 +85,7 @@ def test_sync_gap_check():
     check_sync_gap({"sync/logprob_gap": 3.0}, 0.0)  # check off
     with pytest.raises(WeightSyncError, match="0.2 > --gaca.max_logprob_gap 0.1"):
         check_sync_gap({"sync/logprob_gap": 0.2}, 0.1)
-    with pytest.raises(WeightSyncError):
-        check_sync_gap({"sync/logprob_gap": float("nan")}, 0.1)
+    with pytest.raises(WeightSyncError, match="NaN weights reached vLLM"):
+        check_sync_gap({"sync/logprob_gap": float("nan"), "sync/logprob_gap_rollout": 0.01}, 0.1)
+    with pytest.raises(WeightSyncError, match="experience forward was already NaN"):
+        check_sync_gap({"sync/logprob_gap": float("nan"), "sync/logprob_gap_rollout": float("nan")}, 0.1)
