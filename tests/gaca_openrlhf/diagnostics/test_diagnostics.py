@@ -126,9 +126,11 @@ class ScriptedGenerator:
 
     def __init__(self):
         self.calls = []
+        self.call_tokens = []
 
     def generate(self, requests):
         self.calls.append(len(requests))
+        self.call_tokens.append((len(requests), sum(len(r.prompt_ids) for r in requests)))
         out = []
         for r in requests:
             n = len(r.prompt_ids)
@@ -152,7 +154,12 @@ def test_run_disagreement_protocol_on_toy_env():
     res = run_disagreement(["1", "2", "3"], cfg, gen, _encode, samples_per_state=6, bootstrap=200)
     s = res["summary"]
     assert s["n_episodes"] == 6 and s["n_pairs"] > 0
-    assert gen.calls[-1] == s["n_pairs"] * 2 * 6  # one generate call for all resamples
+    resampled = s["n_pairs"] * 2 * 6
+    assert all(tokens <= 2048 or n == 1 for n, tokens in gen.call_tokens)  # resamples split by prompt tokens
+    assert sum(n for n, _ in gen.call_tokens[-len(gen.call_tokens):]) >= resampled
+    big = run_disagreement(["1", "2", "3"], cfg, ScriptedGenerator(), _encode, samples_per_state=6, bootstrap=200,
+                           max_batch_tokens=10**9)
+    assert big["pairs"] == res["pairs"]  # chunking the resample calls changes nothing
     by_ep = {}
     for st in res["steps"]:
         by_ep.setdefault((st["task"], st["episode"]), []).append(st)
