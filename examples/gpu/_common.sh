@@ -137,59 +137,8 @@ run_cmd() {
   "$@"
 }
 
-# start_webshop_server LOG: start `python -m webshop_server` under its supervisor (webshop_server.supervise restarts
-# it when it dies; the episodes in flight then fail with the reason "server_restarted", new ones run on) on
-# $WEBSHOP_PORT (default 3000) unless WEBSHOP_URL is set; sets WEBSHOP_URL, WEBSHOP_GOALS (number of goals) and
-# WEBSHOP_CATALOG_GENERATED (true/false: the server's /health "generated"); stopped when the calling script exits.
-# Catalog: WEBSHOP_DATA = WebShop's data folder (WEBSHOP_CATALOG=small|full|auto: the 1000-product or the full
-# files). A generated stand-in catalog of WEBSHOP_PRODUCTS products is used only when asked with WEBSHOP_GENERATED=1
-# (numbers measured on it are not comparable with published WebShop results); otherwise the script refuses.
-start_webshop_server() {
-  local log="$1"
-  if [[ -z "${WEBSHOP_URL:-}" ]]; then
-    WEBSHOP_PORT="${WEBSHOP_PORT:-3000}"
-    WEBSHOP_URL="http://127.0.0.1:$WEBSHOP_PORT"
-    [[ "$DRY_RUN" == "1" ]] && return 0
-    local data_args
-    if [[ -n "${WEBSHOP_DATA:-}" ]]; then
-      data_args=(--data-dir "$WEBSHOP_DATA" --catalog "${WEBSHOP_CATALOG:-auto}")
-    elif [[ "${WEBSHOP_GENERATED:-0}" == "1" ]]; then
-      data_args=(--num-products "${WEBSHOP_PRODUCTS:-20000}" --seed 0)
-    else
-      echo "error: WebShop needs its data: set WEBSHOP_DATA to WebShop's data folder (items_shuffle*.json," \
-           "items_ins_v2*.json, items_human_ins.json; WEBSHOP_CATALOG=small for the 1000-product files), or" \
-           "WEBSHOP_GENERATED=1 to train on a generated stand-in catalog (not comparable with published numbers)" >&2
-      exit 2
-    fi
-    mkdir -p "$(dirname "$log")"
-    "$PY" -m webshop_server.supervise --pid-file "$(dirname "$log")/webshop_server.pid" -- \
-      --host 127.0.0.1 --port "$WEBSHOP_PORT" "${data_args[@]}" --production --threads "${WEBSHOP_THREADS:-32}" \
-      > "$log" 2>&1 &
-    WEBSHOP_SERVER_PID=$!
-    trap 'kill $WEBSHOP_SERVER_PID 2>/dev/null || true' EXIT
-  fi
-  [[ "$DRY_RUN" == "1" ]] && return 0
-  local health=""
-  for _ in $(seq 1 1800); do  # first start on WebShop's full files builds the catalog cache (minutes)
-    health="$("$PY" -c "import json,urllib.request; h=json.load(urllib.request.urlopen('$WEBSHOP_URL/health', timeout=2)); print(h['goals'], str(h.get('generated', 'unknown')).lower())" 2>/dev/null)" && break
-    if [[ -n "${WEBSHOP_SERVER_PID:-}" ]] && ! kill -0 "$WEBSHOP_SERVER_PID" 2>/dev/null; then
-      echo "webshop server died, see $log" >&2; exit 1
-    fi
-    sleep 1
-  done
-  [[ -n "$health" ]] || { echo "WebShop server $WEBSHOP_URL not healthy" >&2; exit 1; }
-  read -r WEBSHOP_GOALS WEBSHOP_CATALOG_GENERATED <<< "$health"
-  export WEBSHOP_CATALOG_GENERATED
-  # the run records which catalog it used (reports read "generated" from here)
-  "$PY" -c "import json,sys,urllib.request; json.dump(json.load(urllib.request.urlopen('$WEBSHOP_URL/health', timeout=5)), open(sys.argv[1], 'w'))" \
-    "$(dirname "$log")/webshop_health.json" || true
-  if [[ "$WEBSHOP_CATALOG_GENERATED" == "true" ]]; then
-    if [[ "${WEBSHOP_GENERATED:-0}" != "1" ]]; then  # e.g. WEBSHOP_DATA pointing at generator output
-      echo "error: $WEBSHOP_URL serves a generated catalog; set WEBSHOP_GENERATED=1 to use it anyway" >&2; exit 2
-    fi
-    echo "[webshop] generated catalog: results are not comparable with published WebShop numbers" >&2
-  fi
-}
+WEBSHOP_DEFAULT_PORT=3000 WEBSHOP_DEFAULT_PRODUCTS=20000 WEBSHOP_DEFAULT_THREADS=32
+source "$ROOT/examples/webshop_server.sh"
 
 # eval_model MODEL_DIR ENV PANEL SEED OUT [extra eval options]: evaluate on a fixed panel with a fixed seed
 # (verl-agent eval temperature 0.4). ALFWorld uses $ALFWORLD_DATA, WebShop $WEBSHOP_URL.
