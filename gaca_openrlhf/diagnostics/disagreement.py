@@ -89,25 +89,15 @@ def make_scoring_generator(model: str, *, temperature: float, seed: int, max_mod
     from gaca_openrlhf.eval.vllm_generator import VLLMGenerator
 
     class _Scoring(VLLMGenerator):
-        def _params(self, req: GenRequest):
-            from vllm import SamplingParams
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            self.sampling_extra = {"logprobs": 1}
 
-            return SamplingParams(temperature=self.temperature, top_p=self.top_p, max_tokens=req.max_tokens,
-                                  seed=req.seed, stop=self.stop, include_stop_str_in_output=True, logprobs=1)
-
-        def generate(self, requests):
-            if not requests:
-                return []
-            prompts = [{"prompt_token_ids": list(r.prompt_ids)} for r in requests]
-            outs = self.llm.generate(prompts, [self._params(r) for r in requests], use_tqdm=False)
-            results = []
-            for out in outs:
-                gen = out.outputs[0]
-                lps = [step[tok].logprob for tok, step in zip(gen.token_ids, gen.logprobs or []) if tok in step]
-                nll = -sum(lps) / len(lps) if lps else 0.0
-                results.append(ScoredResult(text=gen.text, token_ids=list(gen.token_ids),
-                                            finish_reason=gen.finish_reason, nll=float(nll)))
-            return results
+        def _result(self, gen):
+            lps = [step[tok].logprob for tok, step in zip(gen.token_ids, gen.logprobs or []) if tok in step]
+            nll = -sum(lps) / len(lps) if lps else 0.0
+            return ScoredResult(text=gen.text, token_ids=list(gen.token_ids), finish_reason=gen.finish_reason,
+                                nll=float(nll))
 
     return _Scoring(model, temperature=temperature, seed=seed, max_model_len=max_model_len, **kwargs)
 

@@ -45,20 +45,21 @@ class VLLMGenerator:
         self.temperature = float(temperature)
         self.top_p = float(top_p)
         self.stop = list(stop)
+        self.sampling_extra: dict = {}  # extra SamplingParams fields (subclasses)
 
     def _params(self, req: GenRequest):
         from vllm import SamplingParams
 
         return SamplingParams(temperature=self.temperature, top_p=self.top_p, max_tokens=req.max_tokens,
-                              seed=req.seed, stop=self.stop, include_stop_str_in_output=True)
+                              seed=req.seed, stop=self.stop, include_stop_str_in_output=True, **self.sampling_extra)
+
+    def _result(self, gen):
+        """One vLLM ``CompletionOutput`` -> the result type (subclasses add fields, e.g. the response NLL)."""
+        return GenResult(text=gen.text, token_ids=list(gen.token_ids), finish_reason=gen.finish_reason)
 
     def generate(self, requests: Sequence[GenRequest]) -> list[GenResult]:
         if not requests:
             return []
         prompts = [{"prompt_token_ids": list(r.prompt_ids)} for r in requests]
         outs = self.llm.generate(prompts, [self._params(r) for r in requests], use_tqdm=False)
-        results = []
-        for out in outs:
-            gen = out.outputs[0]
-            results.append(GenResult(text=gen.text, token_ids=list(gen.token_ids), finish_reason=gen.finish_reason))
-        return results
+        return [self._result(out.outputs[0]) for out in outs]
