@@ -55,10 +55,11 @@ def rehearsal_run(request):
         shutil.rmtree(save, ignore_errors=True)
 
 
-# Known open finding of the rehearsal (issue 9, examples/gpu/README.md "Rehearsal"): with the k3 KL loss on, `kl` is
-# NaN in both environments and the WebShop run's first experience forward is NaN (WeightSyncError in iteration 1).
-# strict: the day it passes, this marker must go.
-@pytest.mark.xfail(strict=True, reason="issue 9 open: NaN kl / NaN experience forward in the CPU rehearsal")
+# Known open finding of the rehearsal (issue 9, examples/gpu/README.md "Rehearsal"): with the k3 KL loss on, `kl` can be
+# NaN. Seen on a fresh clone: ALFWorld kl NaN in both iterations (NaN loss in iteration 2) while WebShop passed every
+# assertion; on a loaded box WebShop's first experience forward was NaN (WeightSyncError). Intermittent, so not strict:
+# the runs still execute in CI and an XPASS is reported; remove the marker once the cause is fixed.
+@pytest.mark.xfail(strict=False, reason="issue 9 open: intermittent NaN kl / NaN experience forward in the CPU rehearsal")
 def test_rehearsal_of_the_gaca_script(rehearsal_run):
     env_name, save = rehearsal_run
     with open(os.path.join(save, "metrics.jsonl")) as f:
