@@ -43,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--task-types", default="1,2,3,4,5,6",
                    help="comma-separated task type ids (1..6); mixed in the real split's proportions")
     g.add_argument("--max-attempts", type=int, default=40, help="candidates per game before skipping it")
+    g.add_argument("--max-receptacles", type=int, default=None,
+                   help="easier subset: at most N receptacles per room (default: the floor plan's all)")
+    g.add_argument("--max-distractor-types", type=int, default=None,
+                   help="easier subset: at most N other object classes per room (default: all)")
     g.add_argument("--no-progress", action="store_true")
 
     c = sub.add_parser("check", help="replay stored walkthroughs through the env adapter")
@@ -69,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         progress = None if args.no_progress else _bar(args.num_games, f"generate {args.split}")
         try:
             stats = generate(args.out, args.split, args.num_games, args.seed, task_types=types,
-                             max_attempts=args.max_attempts, progress=progress)
+                             max_attempts=args.max_attempts, max_receptacles=args.max_receptacles,
+                             max_distractor_types=args.max_distractor_types, progress=progress)
         except ValueError as e:  # bad arguments, or an --out that holds other games: nothing was written
             print(f"error: {e}", file=sys.stderr)
             return 2

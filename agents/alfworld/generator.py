@@ -390,8 +390,39 @@ def feasible_scenes(split: str, task_type: str, rules: Rules) -> list[int]:
     return _FEASIBLE[key]
 
 
+def subset_receptacles(recs: list[Receptacle], spec: TaskSpec, rules: Rules, rng: random.Random,
+                       max_receptacles: int) -> list[Receptacle]:
+    """At most ``max_receptacles`` of ``recs`` (an easier, documented subset: shorter search), keeping what
+    ``spec`` needs: one receptacle of the goal class, the task's appliance (sink basin / microwave / fridge), a lamp
+    surface for ``look_at_obj_in_light``, and one receptacle outside the goal class that can hold the target object
+    (where it starts). The rest is a seeded random choice; the kept receptacles stay in their original order."""
+    appliance = {"pick_clean_then_place_in_recep": "SinkBasin", "pick_heat_then_place_in_recep": "Microwave",
+                 "pick_cool_then_place_in_recep": "Fridge"}.get(spec.task_type)
+    goal = spec.parent_target or None
+    keep: list[int] = []
+
+    def need(pred) -> None:
+        if any(pred(recs[i]) for i in keep):
+            return
+        cands = [i for i, r in enumerate(recs) if pred(r)]
+        if cands:
+            keep.append(rng.choice(cands))
+
+    if goal:
+        need(lambda r: r.rtype == goal)
+    if appliance:
+        need(lambda r: r.rtype == appliance)
+    if spec.toggle_target:
+        need(lambda r: r.rtype in LAMP_SURFACES)
+    need(lambda r: r.rtype != goal and spec.object_target in rules.fits.get(r.rtype, ()))
+    rest = [i for i in range(len(recs)) if i not in keep]
+    rng.shuffle(rest)
+    keep += rest[: max(0, max_receptacles - len(keep))]
+    return [recs[i] for i in sorted(keep)]
+
+
 def _sample_candidate(split: str, seed: int, index: int, attempt: int, task_type: str, rules: Rules,
-                      max_distractor_types: int | None = None):
+                      max_distractor_types: int | None = None, max_receptacles: int | None = None):
     rng = _seeded("alfworld-gen", GENERATOR_VERSION, split, seed, index, attempt)
     scenes = feasible_scenes(split, task_type, rules)
     if not scenes:
@@ -403,6 +434,8 @@ def _sample_candidate(split: str, seed: int, index: int, attempt: int, task_type
     if not specs:
         return None
     spec = rng.choice(specs)
+    if max_receptacles is not None:
+        recs = subset_receptacles(recs, spec, rules, rng, max_receptacles)
     scene = Scene(scene_num, recs)
     gx = rng.randint(-40, 40)
     scene.agent_location = f"loc|{gx}|{rng.randint(-40, 40)}|{rng.randint(0, 3)}|30"
@@ -418,9 +451,13 @@ def _sample_candidate(split: str, seed: int, index: int, attempt: int, task_type
 
 
 # --------------------------------------------------------------------------------------------- resume
-def _run_args(split: str, seed: int, num_games: int, ids: list[int], max_distractor_types: int | None) -> dict:
-    return {"tool": "agents.alfworld.generator", "version": GENERATOR_VERSION, "split": split, "seed": seed,
+def _run_args(split: str, seed: int, num_games: int, ids: list[int], max_distractor_types: int | None,
+              max_receptacles: int | None = None) -> dict:
+    args = {"tool": "agents.alfworld.generator", "version": GENERATOR_VERSION, "split": split, "seed": seed,
             "num_games": num_games, "task_types": ids, "max_distractor_types": max_distractor_types}
+    if max_receptacles is not None:  # recorded only when used: older markers (full rooms) still resume
+        args["max_receptacles"] = max_receptacles
+    return args
 
 
 def _write_json_atomic(path: str, obj: dict) -> None:
@@ -473,7 +510,7 @@ def _existing_games(split_dir: str, seed: int) -> dict[int, str]:
 # --------------------------------------------------------------------------------------------- generate
 def generate(out: str, split: str, num_games: int, seed: int, task_types: Iterable[int] = (1, 2, 3, 4, 5, 6),
              max_attempts: int = 40, max_steps: int = 50, expert_tries: int = 3,
-             max_distractor_types: int | None = None,
+             max_distractor_types: int | None = None, max_receptacles: int | None = None,
              progress: Callable[[int, int], None] | None = None) -> GenStats:
     """Write ``num_games`` expert-validated games of ``split`` under ``out/json_2.1.1/<split>/``.
 
@@ -482,6 +519,9 @@ def generate(out: str, split: str, num_games: int, seed: int, task_types: Iterab
     ``GenStats.dropped_unsolvable``; a game with no solvable candidate in ``max_attempts`` is skipped and listed in
     ``GenStats.skipped`` (the run continues). Re-running the same command resumes: finished games are kept
     (``GenStats.kept``). Different arguments on an existing split folder raise ValueError (nothing is touched).
+
+    Easier subsets (documented as such wherever used; None = ALFRED's full rooms): ``max_distractor_types`` caps
+    the other object classes placed, ``max_receptacles`` the receptacles of a room (:func:`subset_receptacles`).
     """
     from agents.alfworld.engine import GameEngine
     from agents.alfworld.expert import run_expert
@@ -489,13 +529,17 @@ def generate(out: str, split: str, num_games: int, seed: int, task_types: Iterab
     if split not in assets.SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {assets.SPLITS}")
     ids = sorted({assets.task_type_id(t) for t in task_types})
+    if max_receptacles is not None and max_receptacles < 3:
+        raise ValueError(f"max_receptacles must be >= 3 (goal, start and appliance receptacles), got {max_receptacles}")
+    if max_distractor_types is not None and max_distractor_types < 0:
+        raise ValueError(f"max_distractor_types must be >= 0, got {max_distractor_types}")
     schedule = type_schedule(split, num_games, ids)
     rules = Rules()
     stats = GenStats()
     t0 = time.perf_counter()
     split_dir = os.path.join(out, JSON_DIR, split)
     os.makedirs(split_dir, exist_ok=True)
-    args = _run_args(split, seed, num_games, ids, max_distractor_types)
+    args = _run_args(split, seed, num_games, ids, max_distractor_types, max_receptacles)
     _check_resume(split_dir, args)
     marker = os.path.join(split_dir, GENERATED_MARKER)
     _write_json_atomic(marker, {"args": args, "complete": False,
@@ -517,7 +561,8 @@ def generate(out: str, split: str, num_games: int, seed: int, task_types: Iterab
                     progress(index + 1, num_games)
                 continue
             for attempt in range(max_attempts):
-                cand = _sample_candidate(split, seed, index, attempt, task_type, rules, max_distractor_types)
+                cand = _sample_candidate(split, seed, index, attempt, task_type, rules, max_distractor_types,
+                                         max_receptacles)
                 if cand is None:
                     stats.rejected_candidates += 1
                     continue

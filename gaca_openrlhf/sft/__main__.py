@@ -50,6 +50,9 @@ def main(argv=None) -> int:
     a.add_argument("--data", required=True, help="ALFWorld data root with stored walkthroughs")
     a.add_argument("--split", default="train")
     a.add_argument("--max-steps", type=int, default=50, help="episode limit while replaying walkthroughs")
+    a.add_argument("--expert", default="walkthrough", choices=["walkthrough", "search"],
+                   help="walkthrough: the stored (privileged) expert walkthroughs; search: the observation-consistent "
+                        "searcher (gaca_openrlhf.sft.alfworld_search, pick_and_place_simple only)")
     w = sub.add_parser("webshop")
     w.add_argument("--url", required=True, help="WebShop server started with --expose-goals")
     w.add_argument("--goals", required=True, help="indices START:END within the train split (goals train:START..)")
@@ -79,7 +82,7 @@ def main(argv=None) -> int:
             print(f"error: no ALFWorld games in {args.data} ({args.split})", file=sys.stderr)
             return 2
         steps, demo_stats = alfworld_demos(args.data, games, history_k=args.history_k, max_steps=args.max_steps,
-                                           progress=progress)
+                                           progress=progress, expert=args.expert)
     else:
         start, _, end = args.goals.partition(":")
         steps, demo_stats = webshop_demos(args.url, [f"train:{i}" for i in range(int(start), int(end))],

@@ -60,21 +60,39 @@ def _walkthrough(gamefile: str) -> list[str]:
 
 
 def alfworld_demos(data_root: str, games: Iterable[str], history_k: int = 2, max_steps: int = 50,
-                   drop_leading_look: bool = True, progress: Callable[[int, int], None] | None = None
-                   ) -> tuple[list[DemoStep], dict]:
-    """Replay each game's stored walkthrough through the env adapter; return the winning episodes' steps and stats.
+                   drop_leading_look: bool = True, progress: Callable[[int, int], None] | None = None,
+                   expert: str = "walkthrough") -> tuple[list[DemoStep], dict]:
+    """Expert episodes of each game through the env adapter; return the winning episodes' steps and stats.
 
-    ``drop_leading_look``: the generator's walkthroughs start with ``look`` (ALFWorld's expert wrapper does); it
-    changes nothing, so it is dropped unless the shortened walkthrough fails to win.
+    ``expert="walkthrough"``: replay the game's stored walkthrough (ALFWorld's handcoded expert, which knows where
+    objects are hidden). ``drop_leading_look``: the generator's walkthroughs start with ``look`` (ALFWorld's expert
+    wrapper does); it changes nothing, so it is dropped unless the shortened walkthrough fails to win.
+    ``expert="search"``: play the observation-consistent searcher (:mod:`gaca_openrlhf.sft.alfworld_search`,
+    ``pick_and_place_simple`` only), whose every action follows from what its prompt shows.
     """
     from agents.alfworld.env import AlfworldEnv, resolve_game
 
+    if expert not in ("walkthrough", "search"):
+        raise ValueError(f"unknown ALFWorld expert {expert!r}; expected 'walkthrough' or 'search'")
     games = list(games)
     env = AlfworldEnv(data_dir=data_root, max_steps=max_steps)
     steps: list[DemoStep] = []
-    stats = {"games": len(games), "won": 0, "no_walkthrough": 0, "not_won": 0, "steps": 0}
+    stats = {"games": len(games), "won": 0, "no_walkthrough": 0, "not_won": 0, "steps": 0, "expert": expert}
     try:
         for i, game in enumerate(games):
+            if expert == "search":
+                from gaca_openrlhf.sft.alfworld_search import play
+
+                ep = play(env, game, max_steps)
+                if ep is not None and ep["won"]:
+                    steps.extend(render_episode(env.name, ep["task_text"], ep["observations"], ep["admissibles"],
+                                                ep["actions"], task_id=game, history_k=history_k))
+                    stats["won"] += 1
+                else:
+                    stats["not_won"] += 1
+                if progress:
+                    progress(i + 1, len(games))
+                continue
             walk = _walkthrough(resolve_game(game, data_root))
             if not walk:
                 stats["no_walkthrough"] += 1
