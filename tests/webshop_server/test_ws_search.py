@@ -196,3 +196,27 @@ def test_maxscore_path_is_exact_and_taken_for_rare_terms():
             n += 1
     print(f"MaxScore path taken for {taken}/{n} queries")
     assert taken >= n // 2
+
+
+def test_concurrent_searches_answer_like_sequential_ones():
+    """The candidate path's work arrays are pooled per concurrent search: threads searching at once (waitress
+    serves with 16) must get the answers of sequential searches (catches a scratch array shared between
+    searches, or one given back without being cleared)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    raw = C.generate_raw(4000, seed=17)
+    engine = SearchEngine(C.process_products(raw))
+    queries = [h["instruction"] for hs in list(raw["human"].values())[:120] for h in hs[:1]]
+    want = [engine._full(_terms(engine, q), 50) if _terms(engine, q) else [] for q in queries]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for _ in range(3):
+            assert list(pool.map(lambda q: engine.search_ids(q, 50), queries)) == want
+    assert len(engine._scratch) >= 1  # the pool was used (and its arrays came back)
+
+
+def _terms(engine, q):
+    counts = {}
+    for t in analyze(q):
+        if t in engine.vocab:
+            counts[engine.vocab[t]] = counts.get(engine.vocab[t], 0) + 1
+    return sorted(counts.items())
