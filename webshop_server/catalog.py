@@ -26,7 +26,7 @@ import random
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 SEP = " \u203a "
 
@@ -528,6 +528,10 @@ class Catalog:
     def __post_init__(self) -> None:
         if not self.by_asin:
             self.by_asin = {p["asin"]: p for p in self.products}
+
+    def summaries(self, asins: Sequence[str]) -> list[dict[str, Any]]:
+        """The products a results page shows (``asin``, ``Title``, ``Price`` are read from them)."""
+        return [self.by_asin[a] for a in asins]
 
 
 def load_catalog(data_dir: str | None = None, num_products: int | None = None, seed: int = 0,

@@ -233,7 +233,7 @@ class Shop:
     def _render_results(self, s: ShopSession, instruction: str) -> Page:
         page = s.page_num or 1
         total = len(s.results)
-        shown = [self.products[a] for a in s.results[(page - 1) * PRODUCT_WINDOW: page * PRODUCT_WINDOW]]
+        shown = self.catalog.summaries(s.results[(page - 1) * PRODUCT_WINDOW: page * PRODUCT_WINDOW])
         texts = ["Instruction:", instruction, BACK_TO_SEARCH, f"Page {page} (Total results: {total})"]
         clickables: dict[str, tuple[str, str]] = {BACK_TO_SEARCH.lower(): ("button", BACK_TO_SEARCH)}
         # WebShop always shows "Next >" (also on the last page and on empty results: it leads to an empty page)

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from webshop_server import catalog as C
-from webshop_server.engine import Shop
+from webshop_server.engine import Shop, ShopSession
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +75,20 @@ def test_generated_files_say_so_and_real_looking_files_do_not(data_dir, tmp_path
         (plain / name).write_bytes((data_dir / name).read_bytes())
     assert Shop(data_dir=str(plain), cache_dir=str(tmp_path / "c")).generated is False
     assert Shop(num_products=50).generated is True
+
+
+def test_results_page_from_the_cached_summaries_shows_each_products_record(data_dir, tmp_path):
+    """A cached catalog's results page reads asin/Title/Price from summaries.jsonl, not the records: they must be
+    the records' own fields (catches a summary written from the wrong field or read at the wrong offset)."""
+    shop = Shop(data_dir=str(data_dir), catalog="full", cache_dir=str(tmp_path))
+    s = ShopSession(session_id="t", goal_index=0, goal={"instruction_text": "buy"})
+    shown = 0
+    for query in ("black", "size large", shop.catalog.products[123]["Title"]):
+        for page in (1, 2):
+            shop.do_search(s, query.split(" "), page)
+            texts = shop.render(s).texts[6 if page > 1 else 5:]
+            asins = s.results[(page - 1) * 10: page * 10]
+            want = [v for a in asins for v in (a, shop.products[a]["Title"], shop.products[a]["Price"])]
+            assert texts == want and len(set(want[1::3])) > 1
+            shown += len(asins)
+    assert shown >= 40
