@@ -94,8 +94,11 @@ def pad_to_multiple(samples: List[Experience], multiple: int, seed: int) -> List
     """
     extra = (-len(samples)) % multiple
     rng = random.Random(seed)
+    num_real = len(samples)
     for _ in range(extra):
-        src = rng.randrange(len(samples))
+        # copy a real sample, never an earlier copy: the advantage hook leaves copies out of the batch, so a copy
+        # of a copy would point at a missing row (AssertionError in gather_step_batch)
+        src = rng.randrange(num_real)
         orig = samples[src]
         dup = Experience(**{k: v for k, v in orig.__dict__.items()})
         dup.info = dict(orig.info)
