@@ -68,14 +68,20 @@ def bench_search(url: str, n: int) -> dict:
         r = http.post(url + "/api/reset", json={"goal_index": i % n_goals}, timeout=60).json()
         queries.append(r["instruction"].split(", and price lower than")[0])
         http.post(url + "/api/close", json={"session_id": r["session_id"]}, timeout=60)
-    lat = []
+    lat, noop = [], []
     for q in queries:
         t = time.perf_counter()
         r = http.post(url + "/api/step", json={"session_id": sid, "action": f"search[{q}]"}, timeout=60)
         lat.append(time.perf_counter() - t)
         assert r.status_code == 200, r.text
+        # the same request without the search: a no-op answered with this results page (HTTP client, waitress,
+        # Flask, session lookup, page render, JSON), so p50 minus noop p50 is about the search's share
+        t = time.perf_counter()
+        r = http.post(url + "/api/step", json={"session_id": sid, "action": "noop"}, timeout=60)
+        noop.append(time.perf_counter() - t)
+        assert r.status_code == 200 and not r.json()["info"]["executed"], r.text
     return {"n": n, "p50_ms": 1000 * statistics.median(lat), "p99_ms": 1000 * pct(lat, 0.99),
-            "mean_ms": 1000 * statistics.fmean(lat)}
+            "mean_ms": 1000 * statistics.fmean(lat), "noop_p50_ms": 1000 * statistics.median(noop)}
 
 
 def bench_throughput(url: str, clients: int, duration: float) -> dict:
@@ -241,7 +247,8 @@ def bench_data_dir(args: argparse.Namespace) -> dict:
             if phase == "warm":
                 r["search"] = bench_search(url, args.searches)
                 print(f"search p50 {r['search']['p50_ms']:.2f} ms p99 {r['search']['p99_ms']:.2f} ms "
-                      f"(HTTP step, one client)", flush=True)
+                      f"(HTTP step, one client; the same step as a no-op: p50 {r['search']['noop_p50_ms']:.2f} ms)"
+                      f"; load average {os.getloadavg()[0]:.1f}", flush=True)
                 r["oracle"] = bench_oracle(url, args.oracle)
                 print(f"oracle: {r['oracle']}", flush=True)
                 r["throughput"] = bench_throughput(url, args.clients, args.duration)
@@ -310,7 +317,9 @@ def main() -> int:
                          "about WebShop's 12087 human instructions at 1.18M)")
     ap.add_argument("--oracle", type=int, default=50, help="scripted expert episodes on test goals")
     args = ap.parse_args()
-    results = {"host": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}, "runs": []}
+    results = {"host": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
+                        "loadavg_start": os.getloadavg()}, "runs": []}
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start", flush=True)
     if args.data_dir:
         results["data_dir"] = bench_data_dir(args)
     for n in [int(x) for x in args.sizes.split(",") if x]:
@@ -322,6 +331,8 @@ def main() -> int:
               f"-> {r['rss_mb_after_load']:.0f} MB | search p50 {r['search']['p50_ms']:.1f} ms "
               f"p99 {r['search']['p99_ms']:.1f} ms | {t['clients']} clients: {t['steps_per_s']:.0f} steps/s, "
               f"step p50 {t['step_p50_ms']:.1f} ms p99 {t['step_p99_ms']:.1f} ms, errors {t['errors']}", flush=True)
+    results["host"]["loadavg_end"] = os.getloadavg()
+    print(f"load average {os.getloadavg()[0]:.1f} at the end", flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
