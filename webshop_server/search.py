@@ -373,6 +373,20 @@ class SearchEngine:
             np.clip(at, 0, m - 1, out=at)
             hit = np.flatnonzero(np.take(seed, at) == d)  # garbage slots point at another seed document
             np.add.at(sc, np.take(at, hit), np.take(self.scores[lo:hi], hit).astype(np.float64) * w)
+        if dense and m > 8 * k:
+            # The dense (most common) terms add little and their rows are the costliest to gather (a cache miss
+            # per document and row): gather them only for seed documents that can still reach the top k. The
+            # k best by their sparse sum, completed, give a k-th score theta0 <= the seed's k-th best; a
+            # document whose sparse sum plus the dense terms' maxima stays below theta0 is dropped.
+            best = np.argpartition(sc, m - k)[m - k:]
+            probe = np.take(sc, best)
+            for tid, w in dense:
+                probe = probe + np.take(self.dense[self.dense_rows[tid]], np.take(seed, best)) * float(w)
+            theta0 = float(probe.min())
+            bound = sum(float(self.term_max[t]) * w for t, w in dense)
+            keep = np.flatnonzero((sc + bound) * (1 + 1e-6) >= theta0)
+            seed, sc = np.take(seed, keep), np.take(sc, keep)
+            m = seed.size
         for tid, w in dense:
             row = np.take(self.dense[self.dense_rows[tid]], seed)
             sc += row if w == 1 else row.astype(np.float64) * w
