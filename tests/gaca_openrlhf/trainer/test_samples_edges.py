@@ -111,6 +111,7 @@ def test_episode_stats_every_metric_by_hand():
         "rollout/num_episodes": 1.0, "rollout/failed_episodes": 1.0, "rollout/num_step_samples": 2.0,
         "rollout/success_rate": 1.0, "rollout/score": 0.7, "rollout/num_steps": 2.0,
         "rollout/valid_action_ratio": 0.5, "rollout/episode_reward": 3.0, "rollout/success_rate/pick": 1.0}
+    assert episode_stats([_ep([_step(0, valid=True)])])["rollout/valid_action_ratio"] == 1.0  # one step: 1 / 1
 
 
 def test_episode_stats_averages_over_episodes():
