@@ -376,16 +376,26 @@ class SearchEngine:
         if dense and m > 8 * k:
             # The dense (most common) terms add little and their rows are the costliest to gather (a cache miss
             # per document and row): gather them only for seed documents that can still reach the top k. The
-            # k best by their sparse sum, completed, give a k-th score theta0 <= the seed's k-th best; a
-            # document whose sparse sum plus the dense terms' maxima stays below theta0 is dropped.
-            best = np.argpartition(sc, m - k)[m - k:]
+            # 4k best by their sparse sum, completed, give theta0 (their k-th best) <= the seed's k-th best
+            # score; a document whose sparse sum plus the dense terms' maxima stays below theta0 is dropped,
+            # and again after each dense term (largest maximum first) with the maxima of the terms left. These
+            # estimates only select documents: the scores below are summed in the candidate path's order.
+            probe_n = 4 * k
+            best = np.argpartition(sc, m - probe_n)[m - probe_n:]
             probe = np.take(sc, best)
             for tid, w in dense:
                 probe = probe + np.take(self.dense[self.dense_rows[tid]], np.take(seed, best)) * float(w)
-            theta0 = float(probe.min())
-            bound = sum(float(self.term_max[t]) * w for t, w in dense)
-            keep = np.flatnonzero((sc + bound) * (1 + 1e-6) >= theta0)
-            seed, sc = np.take(seed, keep), np.take(sc, keep)
+            theta0 = float(np.partition(probe, probe_n - k)[probe_n - k]) / (1 + 1e-6)  # (rounding margin)
+            ranked = sorted(dense, key=lambda tw: -float(self.term_max[tw[0]]) * tw[1])
+            rest = sum(float(self.term_max[t]) * w for t, w in ranked)
+            alive = np.flatnonzero(sc + rest >= theta0)
+            est = np.take(sc, alive)
+            for tid, w in ranked[:-1]:
+                rest -= float(self.term_max[tid]) * w
+                est = est + np.take(self.dense[self.dense_rows[tid]], np.take(seed, alive)) * float(w)
+                keep = np.flatnonzero(est + rest >= theta0)
+                alive, est = np.take(alive, keep), np.take(est, keep)
+            seed, sc = np.take(seed, alive), np.take(sc, alive)
             m = seed.size
         for tid, w in dense:
             row = np.take(self.dense[self.dense_rows[tid]], seed)
