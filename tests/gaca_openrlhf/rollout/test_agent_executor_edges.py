@@ -196,3 +196,49 @@ def test_fault_drill_kills_the_env_worker_once(scripted, monkeypatch):
     run(ex, FakeEngine([LOOK, LOOK]))
     run(ex, FakeEngine([LOOK, LOOK]))
     assert killed == [("actor-0", True)] and ex._kills_left == 0
+
+
+def test_step_records_carry_the_anchor_id_and_text(scripted):
+    """Similarity grouping reads ``anchor_text``; step grouping the int ``anchor_id`` of the observation acted on."""
+    from agents.prompts import anchor_id
+
+    out = run(AgentExecutor(RolloutConfig(env=scripted, max_steps=2)), FakeEngine([LOOK, LOOK]))
+    assert [s["anchor_text"] for s in out["steps"]] == ["start", "obs 1"]
+    assert [s["anchor_id"] for s in out["steps"]] == [anchor_id("start"), anchor_id("obs 1")]
+    assert all(type(s["anchor_id"]) is int for s in out["steps"])
+
+
+def test_stop_string_kept_in_the_response():
+    """The response ends with ``</action>`` as the policy produced it (the trainer scores those tokens too)."""
+    engine = FakeEngine([LOOK])
+    run(AgentExecutor(RolloutConfig(env="toy", max_steps=1)), engine)
+    assert engine.calls[0][1].include_stop_str_in_output is True
+
+
+def test_fault_drill_at_step_zero_and_off_by_default(scripted, monkeypatch):
+    import ray
+
+    killed = []
+    monkeypatch.setattr(ray, "kill", lambda actor, no_restart: killed.append(actor))
+    for at_step, want in ((-1, []), (0, ["actor"])):  # -1 (default): never
+        CREATED.clear()
+        ex = AgentExecutor(RolloutConfig(env=scripted, max_steps=1, kill_worker_at_step=at_step))
+        ex._idle_envs = [make_scripted_env()]
+        CREATED[0]._actor = "actor"
+        killed.clear()
+        run(ex, FakeEngine([LOOK]))
+        assert killed == want, at_step
+
+
+def test_env_creation_failure_fails_the_episode_without_closing_anything(scripted, caplog):
+    ex = AgentExecutor(RolloutConfig(env=scripted, env_kwargs={"no_such_option": 1}))
+    with caplog.at_level(logging.WARNING, logger=executor_mod.logger.name):
+        out = run(ex)
+    assert out["failed"] and out["error"].startswith("reset: TypeError(")
+    assert "env close failed" not in caplog.text  # there is no env to close
+
+
+def test_prompt_truncation_is_logged(caplog):
+    with caplog.at_level(logging.WARNING, logger=executor_mod.logger.name):
+        run(AgentExecutor(RolloutConfig(env="toy", max_steps=1, prompt_max_len=50)), FakeEngine([LOOK]))
+    assert "[gaca rollout] step prompt of" in caplog.text and "left-truncated to 50" in caplog.text
