@@ -5,7 +5,8 @@ For each catalog size it starts ``python -m webshop_server --production`` in its
 
 * startup: seconds from launch until ``/health`` answers, and the server's resident memory (RSS) after startup
   and after the load phases;
-* search: p50/p99 latency of ``search[...]`` steps over HTTP (goal instructions as queries, one client);
+* search: p50/p99 latency of ``search[...]`` steps over HTTP (goal instructions as queries, one client), and the
+  p50 of the same step as a no-op (everything but the search: HTTP client, waitress, Flask, page, JSON);
 * throughput: agent steps per second with N concurrent clients (each: reset, then up to 15 steps of searches
   and clicks, repeated for ``--duration`` seconds), with error counts and step latency percentiles.
 
