@@ -242,3 +242,23 @@ def test_prompt_truncation_is_logged(caplog):
     with caplog.at_level(logging.WARNING, logger=executor_mod.logger.name):
         run(AgentExecutor(RolloutConfig(env="toy", max_steps=1, prompt_max_len=50)), FakeEngine([LOOK]))
     assert "[gaca rollout] step prompt of" in caplog.text and "left-truncated to 50" in caplog.text
+
+
+def test_response_cut_at_the_token_limit_is_invalid_even_if_it_parses():
+    """The shared validity rule gets the finish reason (catches it dropped: the tags of this one parse)."""
+    out = run(AgentExecutor(RolloutConfig(env="toy", max_steps=1)), FakeEngine([LOOK], finish="length"))
+    assert out["steps"][0]["valid"] is False and out["steps"][0]["truncated"] is True
+
+
+def test_fault_drill_skips_envs_without_a_worker(scripted, monkeypatch):
+    """Local envs have no Ray worker handle: the drill leaves them alone (no crash, no kill)."""
+    import ray
+
+    monkeypatch.setattr(ray, "kill", lambda *a, **k: pytest.fail("no worker to kill"))
+    out = run(AgentExecutor(RolloutConfig(env=scripted, max_steps=1, kill_worker_at_step=0)), FakeEngine([LOOK]))
+    assert not out["failed"] and len(out["steps"]) == 1
+
+
+def test_task_type_empty_when_the_env_reports_none(scripted):
+    out = run(AgentExecutor(RolloutConfig(env=scripted, max_steps=1)), FakeEngine([LOOK]))
+    assert out["task_type"] == "" and out["score"] == 0.0  # no score info: float(won)
