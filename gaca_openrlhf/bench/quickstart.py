@@ -5,11 +5,14 @@
 Phases (one status line each; every command's full output goes to ``<out>/logs/<phase>.log``):
 
 1. **data** -- ALFWorld: generate train games and a fixed held-out panel (``python -m agents.alfworld generate``,
-   split ``valid_seen``), restricted to an *easier documented subset* (task type 1, ``pick_and_place_simple``, by
-   default; ``--task-types``); cached under ``$GACA_CACHE/quickstart``. WebShop: start the local server
+   split ``valid_seen``), restricted to an *easier documented subset*: task type 1 (``pick_and_place_simple``;
+   ``--task-types``) in rooms of at most 6 receptacles (``--max-receptacles``, 0 = ALFRED's full rooms; optionally
+   ``--max-distractor-types``); cached under ``$GACA_CACHE/quickstart``. WebShop: start the local server
    (generated catalog, goals exposed) -- train goals 1500+, held-out panel = the first goals of ``test``.
 2. **sft** -- render expert demonstrations with the training prompts, build the quickstart model and fine-tune it
-   (``python -m gaca_openrlhf.sft``): the warm start.
+   (``python -m gaca_openrlhf.sft``): the warm start. ALFWorld's demonstrations come from the observation-consistent
+   searcher (``--expert search``, :mod:`gaca_openrlhf.sft.alfworld_search`: every action follows from what the
+   prompt shows) instead of the generator's privileged walkthroughs (``--expert walkthrough``).
 3. **eval-before** -- the warm start on the held-out panel, fixed tasks, 3 seeds (:mod:`.evaluate`: the eval
    module's runner with one vLLM engine for all seeds).
 4. **rl** -- GACA iterations through the real pipeline (``python -m gaca_openrlhf.cli.train_ppo``: Ray + DeepSpeed
@@ -25,13 +28,25 @@ the same training seeds and budget, then the held-out evaluation of every run an
 ``--smoke`` runs the same phases at minimum size (the CI path, <= 8 minutes on an idle 2-core box).
 
 Status of the learning target (held-out success after RL >= warm start + 10 points in <= 30 minutes), measured on
-the shared 2-core VM on 2026-12-01 -- **not reached**. Tried: a 5.5M-parameter model (hidden 256, 4 layers) --
-SFT at ~17 s per 8-sample step on the loaded box, too slow; the default ~2M model (hidden 128, 4 layers, 4k BPE
-vocabulary trained on the demonstrations), 32 train games of task type 1 (340 expert step samples), 3 SFT epochs
-(129 steps, 5 min 42 s, loss 6.81 -> 0.53): 99.75 % well-formed actions but 0 / 16 held-out games solved on each
-of 3 seeds (every episode hit the step cap), so RL starts without any success to reinforce. Next things to try:
-more SFT epochs (the loss was still falling), more train games, evaluating on the training games to separate
-memorisation from generalisation, and a larger model once the box is not shared.
+the shared 2-core VM on 2026-12-01 (load average 2-4.5 from other jobs) -- **not reached: the warm start solves 0 %**,
+so RL has nothing to reinforce. What was measured:
+
+- privileged walkthroughs (the earlier default): ~2M-parameter model (hidden 128, 4 layers, 4k BPE vocabulary),
+  32 train games, 3 epochs (loss 6.81 -> 0.53): 99.75 % well-formed actions, 0 / 16 held-out games on 3 seeds.
+- the observation-consistent searcher (now the default demonstrations): it wins 32 / 32 held-out games itself with
+  <= 4, 5, 6 or 8 receptacles per room (mean 5.9 / 6.3 / 6.8 / 7.3 steps, cap 15) and 24 / 32 in full rooms.
+  Warm start on 32 games (<= 6 receptacles, 192 step samples, 3 epochs, loss 6.70 -> 0.73): 0 % held-out, mostly
+  malformed responses. On 96 games (569 samples, 8 epochs = 576 steps, loss 6.75 -> 0.27, 19 min 56 s on the
+  loaded box): every response well-formed, 0 % on the held-out panel (3 seeds) **and 0 / 16 on its own training
+  games** -- underfitting, not a generalisation gap: the model writes plausible but non-admissible commands
+  (``take creditcard 1 from shelf 1`` where the room has no credit card); it has not learned to copy object and
+  receptacle names from the prompt's observation and action list. A model trained from scratch on a few hundred
+  samples does not acquire in-context copying.
+
+Next things to try: a base model that can already copy (pre-train the quickstart model on a synthetic
+copy-from-the-list task, or start from a small pretrained checkpoint where one may be bundled), rooms without
+distractor objects (``--max-distractor-types 0``), more samples per SFT step on an unloaded box (SFT ran at
+0.39 s per 8-sample step idle vs ~2 s loaded).
 """
 from __future__ import annotations
 
@@ -57,6 +72,9 @@ class QuickstartConfig:
 
     env: str = "alfworld"
     task_types: str = "1"  # ALFWorld task types of the easier subset (1 = pick_and_place_simple)
+    max_receptacles: int = 6  # easier subset: receptacles per room (0 = the floor plan's all)
+    max_distractor_types: int = -1  # easier subset: other object classes per room (-1 = all)
+    expert: str = "search"  # ALFWorld demonstrations: search (observation-consistent) | walkthrough (privileged)
     train_games: int = 32
     heldout_games: int = 16
     data_seed: int = 0
@@ -82,8 +100,9 @@ class QuickstartConfig:
 
 PRESETS = {
     "full": QuickstartConfig(),
-    "smoke": QuickstartConfig(train_games=4, heldout_games=3, model_size="smoke", sft_epochs=2.0, max_steps=6,
-                              max_new_tokens=40, rl_iterations=2, rl_tasks_per_iter=2, rl_n=2,
+    "smoke": QuickstartConfig(train_games=4, heldout_games=3, max_receptacles=3, max_distractor_types=2,
+                              model_size="smoke", sft_epochs=2.0,
+                              max_steps=6, max_new_tokens=40, rl_iterations=2, rl_tasks_per_iter=2, rl_n=2,
                               rl_mini_batch_steps=8, num_envs=3),
 }
 COMPARE_SEEDS = (0, 1, 2)
@@ -200,8 +219,12 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
 
     types = ",".join(t.strip() for t in cfg.task_types.split(",") if t.strip())
     # one folder per (task types, seed, sizes): a panel lists every game of its split folder
+    subset = (f"-r{cfg.max_receptacles}" if cfg.max_receptacles > 0 else "") + (
+        f"-d{cfg.max_distractor_types}" if cfg.max_distractor_types >= 0 else "")
     root = (cache_root() / "quickstart"
-            / f"alfworld-t{types.replace(',', '')}-s{cfg.data_seed}-n{cfg.train_games}x{cfg.heldout_games}")
+            / f"alfworld-t{types.replace(',', '')}{subset}-s{cfg.data_seed}-n{cfg.train_games}x{cfg.heldout_games}")
+    extra = (["--max-receptacles", str(cfg.max_receptacles)] if cfg.max_receptacles > 0 else []) + (
+        ["--max-distractor-types", str(cfg.max_distractor_types)] if cfg.max_distractor_types >= 0 else [])
     py = sys.executable
     counts = {}
     for split, n in (("train", cfg.train_games), ("valid_seen", cfg.heldout_games)):
@@ -213,7 +236,8 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
 
                 shutil.rmtree(split_dir)  # a partial or differently-sized split: regenerate (deterministic)
             run_logged([py, "-m", "agents.alfworld", "generate", "--out", str(root), "--split", split,
-                        "--num-games", str(n), "--seed", str(cfg.data_seed), "--task-types", types, "--no-progress"],
+                        "--num-games", str(n), "--seed", str(cfg.data_seed), "--task-types", types, *extra,
+                        "--no-progress"],
                        con.log_dir / "data.log", env=_env())
             marker.write_text("ok\n")
     from agents.alfworld.panels import build_panel, save_panel
@@ -228,8 +252,10 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
     save_panel(train, str(out / "data" / "train_panel.json"))
     write_tasks(train["games"], str(out / "data" / "train_tasks.jsonl"))
     st.data, st.panel, st.train_tasks = str(root), str(out / "data" / "heldout_panel.json"), str(out / "data" / "train_tasks.jsonl")
-    return (f"{counts['train']} train games, {counts['heldout']} held-out (valid_seen) games; task types {types}; "
-            f"{root}")
+    return (f"{counts['train']} train games, {counts['heldout']} held-out (valid_seen) games; task types {types}"
+            + (f", <= {cfg.max_receptacles} receptacles" if cfg.max_receptacles > 0 else "")
+            + (f", <= {cfg.max_distractor_types} distractor classes" if cfg.max_distractor_types >= 0 else "")
+            + f"; {root}")
 
 
 def _free_port() -> int:
@@ -290,7 +316,7 @@ def phase_sft(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
 
     warm = cache_root() / "quickstart" / f"warm-{cfg.env}-{cfg.model_size}"
     if cfg.env == "alfworld":
-        src = ["alfworld", "--data", st.data, "--split", "train", "--max-steps", "50"]
+        src = ["alfworld", "--data", st.data, "--split", "train", "--expert", cfg.expert, "--max-steps", "50"]
     else:
         src = ["webshop", "--url", st.webshop_url, "--goals", f"0:{cfg.train_games}"]
     run_logged([sys.executable, "-m", "gaca_openrlhf.sft", *src, "--out", str(warm), "--model-size", cfg.model_size,
@@ -458,6 +484,11 @@ def config_from_args(args) -> QuickstartConfig:
                       webshop_generated=cfg.webshop_generated or os.environ.get("WEBSHOP_GENERATED") == "1")
     if cfg.env == "webshop" and cfg.task_types != "1":
         raise SystemExit("--task-types is an ALFWorld option")
+    if cfg.env == "alfworld" and cfg.expert == "search" and cfg.task_types.replace(" ", "") != "1":
+        raise SystemExit("--expert search plays task type 1 (pick_and_place_simple) only; "
+                         "use --expert walkthrough for other task types")
+    if cfg.expert not in ("search", "walkthrough"):
+        raise SystemExit(f"unknown --expert {cfg.expert!r}; expected search or walkthrough")
     from gaca_openrlhf.advantages import list_estimators  # every registered step estimator (hgpo, empg, ...)
 
     bad = [m for m in cfg.methods if m not in list_estimators()]

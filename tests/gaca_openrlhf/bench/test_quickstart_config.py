@@ -58,3 +58,30 @@ def test_data_phase_panels_have_the_requested_sizes(tmp_path, monkeypatch):
         assert held["split"] == "valid_seen" and set(held["task_types"]) == {"pick_and_place_simple"}
         tasks = [json.loads(x)["input"] for x in (out / "data" / "train_tasks.jsonl").read_text().splitlines()]
         assert tasks == train["games"]
+
+
+def test_data_phase_generates_the_documented_subset(tmp_path, monkeypatch):
+    """--max-receptacles reaches the generator and names the cache folder (rooms of another size never mix)."""
+    from dataclasses import replace
+
+    from gaca_openrlhf.bench.quickstart import Console, phase_data_alfworld
+
+    monkeypatch.setenv("GACA_CACHE", str(tmp_path / "cache"))
+    cfg = replace(cfg_of("--smoke"), train_games=2, heldout_games=1, max_receptacles=3)
+    st = State()
+    detail = phase_data_alfworld(cfg, st, tmp_path / "out", Console(tmp_path / "out", 1))
+    assert "-r3-" in Path(st.data).name and "<= 3 receptacles" in detail
+    games = list(Path(st.data).glob("json_2.1.1/*/*/*/game.tw-pddl"))
+    assert len(games) == 3
+    for g in games:  # bug caught: the option not passed on (full rooms have 5-30 receptacles)
+        lines = json.loads(g.read_text())["pddl_problem"].splitlines()
+        assert 1 <= sum(ln.endswith(" - receptacle") and not ln.lstrip().startswith("?") for ln in lines) <= 3
+
+
+def test_search_expert_is_for_task_type_one_only():
+    assert cfg_of().expert == "search" and cfg_of().max_receptacles > 0  # the full preset's documented subset
+    with pytest.raises(SystemExit, match="task type 1"):
+        cfg_of("--task-types", "1,2")
+    assert cfg_of("--task-types", "1,2", "--expert", "walkthrough").task_types == "1,2"
+    with pytest.raises(SystemExit):
+        cfg_of("--expert", "oracle")
