@@ -106,3 +106,16 @@ def test_compare_report_tables_and_bands(tmp_path):
     assert "| gaca | 75.0 +- 25.0 |" in md and "| grpo | 25.0 +- 25.0 |" in md
     assert "| gaca | grpo | 2 / 0 / 0 |" in md
     assert (tmp_path / "plots" / "success_rate_bands.png").stat().st_size > 1000
+
+
+def test_report_labels_the_easier_subset_and_the_demonstrator():
+    # bug caught: a report that hides the receptacle cap (the numbers would read as full-room ALFWorld)
+    from dataclasses import replace
+
+    from gaca_openrlhf.bench.quickstart import PRESETS, State
+    from gaca_openrlhf.bench.report import _data_md
+
+    text = _data_md(PRESETS["full"], State(panel="p.json"))
+    assert f"at most {PRESETS['full'].max_receptacles} receptacles" in text and "searcher" in text
+    full_rooms = _data_md(replace(PRESETS["full"], max_receptacles=0, expert="walkthrough"), State(panel="p.json"))
+    assert "receptacles per room" not in full_rooms and "walkthroughs" in full_rooms
