@@ -19,6 +19,7 @@ import torch
 
 from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
+from openrlhf.utils.logging_utils import init_logger
 
 from gaca_openrlhf.advantages import AdvantageConfig, StepBatch, compute_advantages, list_estimators, summary_metrics
 
@@ -26,6 +27,8 @@ from .minibatch import balanced_sizes
 from . import anchor_text
 from .entropy import ENTROPY_KEY, EntropyExperienceMixin
 from .samples import META_KEYS
+
+logger = init_logger(__name__)
 
 
 def gather_step_batch(experiences: List[Experience]):
@@ -102,6 +105,7 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
     @torch.no_grad()
     def compute_advantages_and_returns(self, experiences: List[Experience]) -> List[Experience]:
         self.last_stats = self._logprob_gap(experiences)
+        self.last_stats.update(self.finite_stats(experiences))
         if not self.uses_step_estimator:
             return super().compute_advantages_and_returns(experiences)
 
@@ -145,6 +149,31 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
                         "row_token_advantage": [e.advantages for e in experiences]},
                        os.path.join(self.dump_dir, f"adv_iter_{self.iteration:04d}.pt"))
         return experiences
+
+    def finite_stats(self, experiences: List[Experience]) -> dict:
+        """Counts of non-finite policy / reference log-probs over *all* positions of the experience pass.
+
+        Masked positions count too: OpenRLHF multiplies by the mask (``NaN * 0 = NaN``), so one NaN anywhere in a
+        row makes the loss or the KL NaN. The first offending micro-batch is logged with its DP rank (micro-batches
+        are laid out rank by rank: :meth:`split_rollout_samples`).
+        """
+        try:
+            dp = self._dp_size()
+        except AttributeError:  # no strategy args (unit tests)
+            dp = 1
+        stats = {}
+        for key, field in (("check/actor_logprobs_nonfinite", "action_log_probs"),
+                           ("check/ref_logprobs_nonfinite", "base_action_log_probs")):
+            counts = [int((~torch.isfinite(t)).sum()) if (t := getattr(e, field, None)) is not None else 0
+                      for e in experiences]
+            stats[key] = float(sum(counts))
+            first = next((i for i, c in enumerate(counts) if c), None)
+            if first is not None:
+                per_rank = max(1, len(experiences) // dp)
+                logger.warning(f"[gaca] {field}: {sum(counts)} non-finite values, first in micro-batch {first} "
+                               f"(DP rank {first // per_rank}, {counts[first]} values; rows x positions "
+                               f"{tuple(getattr(experiences[first], field).shape)})")
+        return stats
 
     @staticmethod
     def _logprob_gap(experiences: List[Experience]) -> dict:

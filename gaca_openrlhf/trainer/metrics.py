@@ -23,12 +23,14 @@ def _plain(value):
 
 
 def build_record(iteration: int, status: dict) -> dict:
-    """The JSON record of one iteration: the required keys first (None if missing), then every other number."""
+    """The JSON record of one iteration: the required keys first (None if missing), then every other number
+    (NaN as None)."""
     record = {"iteration": iteration}
     for key in REQUIRED_KEYS[1:]:
         record[key] = _plain(status.get(key, float("nan")))
     for key, value in sorted(status.items()):
-        if key not in record and isinstance(_plain(value), (int, float)):
+        raw = value.item() if hasattr(value, "item") else value
+        if key not in record and isinstance(raw, (int, float)):  # a NaN is kept, as null: a NaN kl must show
             record[key] = _plain(value)
     return record
 

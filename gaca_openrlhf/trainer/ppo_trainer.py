@@ -11,7 +11,8 @@ with ``ray.remote`` (:data:`GacaPPOTrainerActor`). Changes against the base:
 - the LR schedule counts iterations (:func:`lr_schedule_iterations`; constant LR within an iteration, :mod:`.actors`);
 - metrics: ``<metrics_dir>/metrics.jsonl`` every iteration (:mod:`.metrics`), incl. ``sync/logprob_gap`` measured
   right after each weight sync (:meth:`GacaPPOTrainer.probe_logprob_gap`); a gap above ``--gaca.max_logprob_gap``
-  stops training (:class:`WeightSyncError`: a broken weight sync);
+  stops training (:class:`WeightSyncError`: a broken weight sync), and so does a NaN/inf ``policy_loss`` or ``kl``
+  (:class:`NonFiniteTrainingError`, naming the likely cause);
 - ``--gaca.max_iterations`` stops early (after its checkpoint) and ends the LR schedule there.
 """
 from __future__ import annotations
@@ -83,10 +84,52 @@ def lr_schedule_iterations(args, num_prompts: int) -> int:
     return max(1, total)
 
 
+class NonFiniteTrainingError(RuntimeError):
+    """A NaN/inf policy loss or KL in an iteration: training stops before NaN weights reach the next rollouts."""
+
+
+#: per-iteration metrics that must be finite (``sync/logprob_gap`` is checked by :func:`check_sync_gap`)
+FINITE_KEYS = ("policy_loss", "kl")
+
+
+def _nonfinite(value) -> bool:
+    try:
+        return not math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def check_finite(status: dict) -> None:
+    """Raise :class:`NonFiniteTrainingError` when ``policy_loss`` or ``kl`` is NaN/inf, naming the likely cause.
+
+    The cause is read from the experience pass's counters (:meth:`.experience.StepExperienceMaker.finite_stats`):
+    non-finite reference log-probs make the k3 KL NaN (``NaN * 0`` at masked positions is still NaN), non-finite
+    policy log-probs make everything NaN; with both finite, the update itself diverged.
+    """
+    bad = {k: status[k] for k in FINITE_KEYS if k in status and _nonfinite(status[k])}
+    if not bad:
+        return
+    ref_bad = status.get("check/ref_logprobs_nonfinite") or 0
+    actor_bad = status.get("check/actor_logprobs_nonfinite") or 0
+    if actor_bad or _nonfinite(status.get("sync/logprob_gap_rollout", 0.0)):
+        cause = (f"the policy's own experience forward was already non-finite ({int(actor_bad)} log-probs) before "
+                 "this iteration's update: NaN/garbage policy weights (a NaN update in an earlier iteration, or "
+                 "weights not loaded: e.g. ZeRO-3 parameters left uninitialized) or an attention/dtype problem")
+    elif ref_bad:
+        cause = (f"the reference model's log-probs were non-finite ({int(ref_bad)} of them) in the experience pass: "
+                 "the KL loss against them is NaN. Likely the reference model's weights (ZeRO-3 loading left "
+                 "parameters uninitialized, see gaca_openrlhf/cpu/zero3_load.py) or its forward")
+    else:
+        cause = ("the experience pass was finite, so the update itself diverged (learning rate, bf16 overflow of the "
+                 "k3 KL's exp, an empty loss window) or non-finite gradients")
+    raise NonFiniteTrainingError(f"non-finite training metrics {bad}: {cause}")
+
+
 def check_sync_gap(status: dict, limit: float) -> None:
-    """Raise :class:`WeightSyncError` when the post-sync ``sync/logprob_gap`` exceeds ``limit`` (0: off)."""
+    """Raise :class:`WeightSyncError` when the post-sync ``sync/logprob_gap`` exceeds ``limit`` (0: no limit) or is
+    NaN/inf (always)."""
     gap = status.get("sync/logprob_gap")
-    if not limit or gap is None:
+    if gap is None or (not limit and math.isfinite(gap)):
         return
     before = status.get("sync/logprob_gap_rollout")
     if not math.isfinite(gap):
@@ -254,7 +297,8 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
                                  "total_consumed_prompts": total_consumed_prompts,
                                  "data_loader_state_dict": self.prompts_dataloader.state_dict()}
                 self.metrics.write(build_record(global_step, log_status))
-                check_sync_gap(log_status, getattr(args.gaca, "max_logprob_gap", 0.0))  # after logging it
+                check_finite(log_status)  # after logging it: a NaN loss/KL stops here, not in a later iteration
+                check_sync_gap(log_status, getattr(args.gaca, "max_logprob_gap", 0.0))
                 self.save_logs_and_checkpoints(global_step, log_status, client_states)
                 pbar.update(prompts_consumed)
                 stop = bool(args.gaca.max_iterations) and global_step >= args.gaca.max_iterations
