@@ -47,3 +47,19 @@ def test_webshop_train_split_needs_a_size():
     with pytest.raises(PanelError, match=r"^the WebShop train split is open-ended: pass --num-tasks N$"):
         resolve_panel("webshop", "train")
     assert resolve_panel("webshop", "train", num_tasks=2).tasks == ["train:0", "train:1"]
+
+
+def test_relative_games_without_a_data_root_are_read_from_the_working_directory(tmp_path, monkeypatch):
+    _game(str(tmp_path), "made", {"generator": {}})
+    monkeypatch.chdir(tmp_path)
+    assert alfworld_generated(None, ["made"])
+
+
+def test_webshop_panel_name_meta_and_size_checks():
+    """The panel's name and provenance go into every results file; one task is a valid panel."""
+    p = resolve_panel("webshop", "eval", num_tasks=1)
+    assert (p.name, p.tasks, p.meta) == ("eval[:1]", ["eval:0"], {"split": "eval", "first_n": 1})
+    with pytest.raises(PanelError, match=r"^--num-tasks must be positive, got 0$"):
+        resolve_panel("webshop", "test", num_tasks=0)
+    with pytest.raises(PanelError, match=r"^WebShop split 'test' has 500 goals, asked for 501$"):
+        resolve_panel("webshop", "test", num_tasks=501)
