@@ -6,10 +6,13 @@
 #   bash scripts/mutation.sh eval            # one package (trainer | rollout | eval)
 #   MUTMUT_JOBS=1 nice bash scripts/mutation.sh rollout   # on a shared machine
 #   bash scripts/mutation.sh eval 'gaca_openrlhf.eval.runner.*'   # only the mutants matching a pattern
+#   bash scripts/mutation.sh --survivors trainer   # re-test only the package's current survivors (after new tests)
 # Prints "survivors: N" per package, and the surviving mutants (inspect one: `mutmut show NAME`, from the repo
 # root). Every survivor is either killed by a new test or listed with the reason it is harmless in
-# tests/MUTATION_SURVIVORS.md; the README quotes the counts. Results are cached in mutants/ (git-ignored):
-# rerunning after a change re-tests only the mutants of changed functions.
+# tests/MUTATION_SURVIVORS.md; the README quotes the counts. Results are kept in mutants/ (git-ignored); a package
+# or pattern run re-tests all its mutants (mutmut re-runs the mutants it is given by name), --survivors only the
+# survivors. For each mutant mutmut runs only the fast tests that execute the mutated function. Changing
+# pytest_add_cli_args* in [tool.mutmut] makes mutmut discard every cached result.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -18,6 +21,16 @@ export PATH="$VENV/bin:$PATH" DS_ACCELERATOR=cpu TOKENIZERS_PARALLELISM=false RA
   HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 command -v mutmut >/dev/null || { echo "mutation.sh: mutmut is not installed (bash scripts/setup.sh)" >&2; exit 1; }
 JOBS="${MUTMUT_JOBS:-$(nproc)}"
+if [[ "${1:-}" == "--survivors" ]]; then
+  pkg="${2:?usage: mutation.sh --survivors trainer|rollout|eval}"
+  mapfile -t names < <(mutmut results | grep -E "^ +gaca_openrlhf\.$pkg\..*: (survived|no tests)$" | sed -E 's/^ +//; s/: [a-z ]+$//')
+  [[ ${#names[@]} -gt 0 ]] || { echo "gaca_openrlhf/$pkg: no survivors to re-test"; exit 0; }
+  mutmut run --max-children "$JOBS" "${names[@]}" >&2 || true
+  left="$(mutmut results | grep -E "^ +gaca_openrlhf\.$pkg\..*: (survived|no tests)$" || true)"
+  echo "gaca_openrlhf/$pkg: ${#names[@]} survivors re-tested, survivors: $(printf '%s' "$left" | grep -c . || true)"
+  [[ -z "$left" ]] || printf '%s\n' "$left"
+  exit 0
+fi
 if [[ $# -gt 0 ]]; then PACKAGES=("$@"); else PACKAGES=(trainer rollout eval); fi
 total=0
 PATTERN=""
