@@ -15,6 +15,16 @@ OpenRLHF-level (applied when the module is first imported, via a post-import hoo
 - ``DeepspeedStrategy.get_ds_train_config``: AdamW runs as ``torch.optim.AdamW`` (DeepSpeed's ``torch_adam``)
   instead of FusedAdam, whose CPU build is a 2-4 minute C++ JIT compile on first use (optimizer offload keeps
   DeepSpeedCPUAdam).
+
+DeepSpeed-level (post-import hook on ``deepspeed.comm.torch``), a correctness fix (issue 9):
+- every asynchronous collective of DeepSpeed's ``TorchBackend`` (all-gather, broadcast, all-reduce, reduce-scatter,
+  ...) is waited for before it returns. ZeRO-3's blocking gather ``Init._allgather_params_coalesced`` (used by
+  ``GatheredParameters``, hence by transformers' ZeRO-3 weight loading, and to fetch persistent parameters) launches
+  one async all-gather per parameter and waits only for the *last* one, relying on CUDA stream order. gloo runs
+  async work on a pool of threads, so earlier gathers may still be running when it returns: the parameter then holds
+  its ``torch.empty`` buffer. Seen in the rehearsal as random garbage (often NaN) in a whole weight, e.g.
+  ``layers.0.self_attn.v_proj.weight`` of the reference model on both ranks (rank 0's broadcast after loading), so
+  ``kl`` was NaN, or the policy's experience forward was. Waiting at once costs nothing on CPU (no overlap to lose).
 """
 from __future__ import annotations
 
@@ -81,10 +91,37 @@ def _patch_deepspeed_strategy(module) -> None:
     cls.get_ds_train_config = get_ds_train_config
 
 
+#: DeepSpeed TorchBackend collectives with an ``async_op`` argument (point-to-point ops are left asynchronous)
+SYNC_COLLECTIVES = ("all_reduce", "all_reduce_coalesced", "reduce", "reduce_scatter", "broadcast", "all_gather",
+                    "all_gather_into_tensor", "all_gather_base", "all_gather_coalesced", "reduce_scatter_tensor",
+                    "all_to_all_single", "all_to_all", "gather", "scatter")
+
+
+def _completed(collective):
+    def run_to_completion(*args, **kwargs):
+        work = collective(*args, **kwargs)
+        if work is not None and hasattr(work, "wait"):
+            work.wait()  # the caller's own wait() later returns at once
+        return work
+
+    run_to_completion.__gaca_cpu__ = True
+    run_to_completion.__wrapped__ = collective
+    return run_to_completion
+
+
+def _patch_deepspeed_comm(module) -> None:
+    cls = module.TorchBackend
+    for name in SYNC_COLLECTIVES:
+        fn = cls.__dict__.get(name)
+        if fn is not None and not getattr(fn, "__gaca_cpu__", False):
+            setattr(cls, name, _completed(fn))
+
+
 # module name -> patch applied right after the module is executed
 _POST_IMPORT = {
     "openrlhf.trainer.ppo_utils.replay_buffer": _patch_replay_buffer,
     "openrlhf.utils.deepspeed.deepspeed": _patch_deepspeed_strategy,
+    "deepspeed.comm.torch": _patch_deepspeed_comm,
 }
 
 

@@ -117,8 +117,8 @@ def check_finite(status: dict) -> None:
                  "weights not loaded: e.g. ZeRO-3 parameters left uninitialized) or an attention/dtype problem")
     elif ref_bad:
         cause = (f"the reference model's log-probs were non-finite ({int(ref_bad)} of them) in the experience pass: "
-                 "the KL loss against them is NaN. Likely the reference model's weights (ZeRO-3 loading left "
-                 "parameters uninitialized, see gaca_openrlhf/cpu/zero3_load.py) or its forward")
+                 "the KL loss against them is NaN. Likely the reference model's weights (garbage ZeRO-3 parameters: "
+                 "on CPU/gloo an all-gather that had not finished, see gaca_openrlhf/cpu/patches.py) or its forward")
     else:
         cause = ("the experience pass was finite, so the update itself diverged (learning rate, bf16 overflow of the "
                  "k3 KL's exp, an empty loss window) or non-finite gradients")
