@@ -1,0 +1,125 @@
+"""Edges of the policy actor mixin (``trainer/actors.py``) found by mutation testing. OpenRLHF's ``fit`` and the
+DeepSpeed engine are replaced by small fakes here (the real ones need the Ray actor set-up; the real engine runs in
+test_minibatch_deepspeed.py and the e2e tests); what is checked is the mixin's own logic."""
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from gaca_openrlhf.trainer import actors
+from gaca_openrlhf.trainer.actors import EMPTY_TOKEN_WEIGHT, StepPolicyMixin, _guard_empty_micro_batches, \
+    rotate_hf_checkpoints
+
+
+class BaseActor:
+    """Stands in for OpenRLHF's PolicyModelActor.fit: records the scheduler it saw, makes 3 optimizer steps."""
+
+    def fit(self, kl_ctl=0):
+        self.seen = dict(scheduler=self.actor.model.lr_scheduler, kl=kl_ctl)
+        if self.raise_in_fit:
+            raise RuntimeError("boom")
+        self.actor.model.global_steps += 3
+        return {"policy_loss": 0.5}
+
+
+class Actor(StepPolicyMixin, BaseActor):
+    pass
+
+
+def _actor(raise_in_fit=False):
+    a = Actor()
+    a.raise_in_fit = raise_in_fit
+    a.actor = SimpleNamespace(model=SimpleNamespace(global_steps=10, lr_scheduler="sched"))
+    a.trainer = SimpleNamespace(training_step=lambda *args: None)
+    return a
+
+
+def test_fit_holds_the_lr_for_the_iteration_and_counts_optimizer_steps():
+    a = _actor()
+    status = a.fit(0.1)
+    assert a.seen == {"scheduler": None, "kl": 0.1}  # detached while training
+    assert a.actor.model.lr_scheduler == "sched"  # and put back
+    assert status == {"policy_loss": 0.5, "train/optimizer_steps": 3.0}
+    step = a.trainer.training_step
+    assert step.__gaca_guard__ is True
+    a.fit()
+    assert a.trainer.training_step is step  # wrapped once, not once per iteration
+
+
+def test_fit_puts_the_scheduler_back_after_an_error():
+    a = _actor(raise_in_fit=True)
+    with pytest.raises(RuntimeError):
+        a.fit()
+    assert a.actor.model.lr_scheduler == "sched"
+
+
+def test_rotation_edge_cases(tmp_path):
+    """max_num 0 keeps everything; files and near-miss names are not checkpoints; step numbers sort as numbers."""
+    for name in ("global_step9_hf", "global_step10_hf", "global_step100_hf", "global_step5_hf_old"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "global_step1_hf").write_text("a file, not a checkpoint")
+    assert rotate_hf_checkpoints(str(tmp_path), 0) == [] and len(list(tmp_path.iterdir())) == 5
+    removed = rotate_hf_checkpoints(str(tmp_path), 1)
+    assert sorted(p.rsplit("/", 1)[1] for p in removed) == ["global_step10_hf", "global_step9_hf"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["global_step100_hf", "global_step1_hf", "global_step5_hf_old"]
+
+
+def test_uneven_split_message():
+    a = StepPolicyMixin()
+    a.strategy = SimpleNamespace(accumulated_gradient=None)
+    a.actor = SimpleNamespace(model=SimpleNamespace(train_micro_batch_size_per_gpu=lambda: 2, dp_world_size=2))
+    with pytest.raises(ValueError, match=r"^10 samples cannot form 2 updates of micro batch 2 x 2 ranks$"):
+        a.set_iteration_batch(10, 2)
+
+
+def test_guard_float_nan_and_untouched_cases():
+    """A float NaN token metric becomes 0.0; sample-weighted metrics and non-empty micro-batches are untouched;
+    no loss_batch_info passes through."""
+    seen = {}
+
+    def empty(experience, kl_ctl, step, loss_batch_info=None):
+        seen["info"] = loss_batch_info
+        return {"metrics": {"clip": float("nan"), "reward": float("nan")}, "weights": {"clip": "token",
+                                                                                        "reward": "sample"},
+                "num_action_tokens": 0}
+
+    status = _guard_empty_micro_batches(empty)(None, 0.0, 0)
+    assert seen["info"] is None and status["metrics"]["clip"] == 0.0 and math.isnan(status["metrics"]["reward"])
+    assert status["num_action_tokens"] == EMPTY_TOKEN_WEIGHT == 1e-6
+
+    def full(experience, kl_ctl, step, loss_batch_info=None):
+        return {"metrics": {"clip": torch.tensor(float("nan"))}, "weights": {"clip": "token"}, "num_action_tokens": 5}
+
+    info = {"batch_num_tokens": torch.tensor(7.0), "global_batch_size": torch.tensor(4.0)}
+    status = _guard_empty_micro_batches(full)(None, 0.0, 0, info)
+    assert math.isnan(float(status["metrics"]["clip"])) and status["num_action_tokens"] == 5
+
+
+def test_hf_checkpoints_rotated_on_save_by_rank_zero(tmp_path, monkeypatch):
+    class Saver:
+        def save_checkpoint(self, tag, client_states=None, metric_value=None, metric_key=None):
+            self.saved = (tag, client_states, metric_value, metric_key)
+
+    class A(StepPolicyMixin, Saver):
+        pass
+
+    for step in (1, 2, 3):
+        (tmp_path / f"global_step{step}_hf").mkdir()
+    printed = []
+    a = A()
+    a.strategy = SimpleNamespace(args=SimpleNamespace(ckpt=SimpleNamespace(save_hf=True, path=str(tmp_path), max_num=2)),
+                                 print=printed.append)
+    monkeypatch.setattr(actors.torch.distributed, "get_rank", lambda: 0)
+    a.save_checkpoint("tag", {"k": 1}, metric_value=0.5, metric_key="m")
+    assert a.saved == ("tag", {"k": 1}, 0.5, "m")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["global_step2_hf", "global_step3_hf"]
+    assert printed == [f"[gaca] removed old HF checkpoint {tmp_path}/global_step1_hf (--ckpt.max_num 2)"]
+    monkeypatch.setattr(actors.torch.distributed, "get_rank", lambda: 1)  # other ranks leave the folders alone
+    a.save_checkpoint("tag2")
+    assert len(list(tmp_path.iterdir())) == 2 and len(printed) == 1
+    a.strategy.args.ckpt.max_num = 1
+    a.strategy.args.ckpt.save_hf = False
+    monkeypatch.setattr(actors.torch.distributed, "get_rank", lambda: 0)
+    a.save_checkpoint("tag3")
+    assert len(list(tmp_path.iterdir())) == 2  # no HF copies saved: nothing to rotate
