@@ -31,7 +31,7 @@ def _actor(raise_in_fit=False):
     a = Actor()
     a.raise_in_fit = raise_in_fit
     a.actor = SimpleNamespace(model=SimpleNamespace(global_steps=10, lr_scheduler="sched"))
-    a.trainer = SimpleNamespace(training_step=lambda *args: None)
+    a.trainer = SimpleNamespace(training_step=lambda *args: {"args": args, "num_action_tokens": 3})
     return a
 
 
@@ -45,6 +45,8 @@ def test_fit_holds_the_lr_for_the_iteration_and_counts_optimizer_steps():
     assert step.__gaca_guard__ is True
     a.fit()
     assert a.trainer.training_step is step  # wrapped once, not once per iteration
+    assert a.seen["kl"] == 0  # default KL coefficient
+    assert step("exp", 0.2, 7)["args"] == ("exp", 0.2, 7, None)  # the wrapped step still trains
 
 
 def test_fit_puts_the_scheduler_back_after_an_error():
@@ -60,6 +62,7 @@ def test_rotation_edge_cases(tmp_path):
         (tmp_path / name).mkdir()
     (tmp_path / "global_step1_hf").write_text("a file, not a checkpoint")
     assert rotate_hf_checkpoints(str(tmp_path), 0) == [] and len(list(tmp_path.iterdir())) == 5
+    assert rotate_hf_checkpoints(str(tmp_path), 5) == []  # fewer than max_num: nothing removed
     removed = rotate_hf_checkpoints(str(tmp_path), 1)
     assert sorted(p.rsplit("/", 1)[1] for p in removed) == ["global_step10_hf", "global_step9_hf"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["global_step100_hf", "global_step1_hf", "global_step5_hf_old"]
@@ -91,6 +94,15 @@ def test_guard_float_nan_and_untouched_cases():
     def full(experience, kl_ctl, step, loss_batch_info=None):
         return {"metrics": {"clip": torch.tensor(float("nan"))}, "weights": {"clip": "token"}, "num_action_tokens": 5}
 
+    passed = {}
+
+    def record(experience, kl_ctl, step, loss_batch_info=None):
+        passed.update(args=(experience, kl_ctl, step), info=loss_batch_info)
+        return {"metrics": {}, "weights": {}, "num_action_tokens": 0}
+
+    _guard_empty_micro_batches(record)("exp", 0.3, 9, {"dp_size": 2, "batch_num_tokens": torch.tensor(0.0),
+                                                        "global_batch_size": torch.tensor(0.0)})
+    assert passed["args"] == ("exp", 0.3, 9) and passed["info"]["dp_size"] == 2  # other keys kept
     info = {"batch_num_tokens": torch.tensor(7.0), "global_batch_size": torch.tensor(4.0)}
     status = _guard_empty_micro_batches(full)(None, 0.0, 0, info)
     assert math.isnan(float(status["metrics"]["clip"])) and status["num_action_tokens"] == 5
@@ -123,3 +135,13 @@ def test_hf_checkpoints_rotated_on_save_by_rank_zero(tmp_path, monkeypatch):
     monkeypatch.setattr(actors.torch.distributed, "get_rank", lambda: 0)
     a.save_checkpoint("tag3")
     assert len(list(tmp_path.iterdir())) == 2  # no HF copies saved: nothing to rotate
+
+
+def test_iteration_batch_sizes_are_integers():
+    engine = SimpleNamespace(train_micro_batch_size_per_gpu=lambda: 2, dp_world_size=2, micro_steps=3, train=None)
+    engine.set_train_batch_size = lambda n: setattr(engine, "train", n)
+    a = StepPolicyMixin()
+    a.strategy = SimpleNamespace(accumulated_gradient=None)
+    a.actor = SimpleNamespace(model=engine)
+    assert a.set_iteration_batch(24, 2) == 3
+    assert type(engine.train) is int and engine.train == 12 and type(a.strategy.accumulated_gradient) is int
