@@ -14,9 +14,12 @@ REQUIRED_KEYS = (
 )
 
 
+def _scalar(value):
+    return value.item() if hasattr(value, "item") else value  # 0-d tensors / numpy scalars -> Python numbers
+
+
 def _plain(value):
-    if hasattr(value, "item"):
-        value = value.item()
+    value = _scalar(value)
     if isinstance(value, float) and not math.isfinite(value):
         return None if math.isnan(value) else value  # JSON has no NaN: null
     return value
@@ -29,8 +32,7 @@ def build_record(iteration: int, status: dict) -> dict:
     for key in REQUIRED_KEYS[1:]:
         record[key] = _plain(status.get(key, float("nan")))
     for key, value in sorted(status.items()):
-        raw = value.item() if hasattr(value, "item") else value
-        if key not in record and isinstance(raw, (int, float)):  # a NaN is kept, as null: a NaN kl must show
+        if key not in record and isinstance(_scalar(value), (int, float)):  # a NaN is kept, as null: a NaN kl must show
             record[key] = _plain(value)
     return record
 
