@@ -223,12 +223,15 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
 
     types = ",".join(t.strip() for t in cfg.task_types.split(",") if t.strip())
     # one folder per (task types, seed, sizes): a panel lists every game of its split folder
-    subset = (f"-r{cfg.max_receptacles}" if cfg.max_receptacles > 0 else "") + (
-        f"-d{cfg.max_distractor_types}" if cfg.max_distractor_types >= 0 else "")
+    caps = []  # (folder tag, generator flag, value, summary) of each easier-subset cap in use
+    if cfg.max_receptacles > 0:
+        caps.append(("r", "--max-receptacles", cfg.max_receptacles, "receptacles"))
+    if cfg.max_distractor_types >= 0:
+        caps.append(("d", "--max-distractor-types", cfg.max_distractor_types, "distractor classes"))
+    subset = "".join(f"-{tag}{value}" for tag, _, value, _ in caps)
     root = (cache_root() / "quickstart"
             / f"alfworld-t{types.replace(',', '')}{subset}-s{cfg.data_seed}-n{cfg.train_games}x{cfg.heldout_games}")
-    extra = (["--max-receptacles", str(cfg.max_receptacles)] if cfg.max_receptacles > 0 else []) + (
-        ["--max-distractor-types", str(cfg.max_distractor_types)] if cfg.max_distractor_types >= 0 else [])
+    extra = [arg for _, flag, value, _ in caps for arg in (flag, str(value))]
     py = sys.executable
     counts = {}
     for split, n in (("train", cfg.train_games), ("valid_seen", cfg.heldout_games)):
@@ -257,9 +260,7 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
     write_tasks(train["games"], str(out / "data" / "train_tasks.jsonl"))
     st.data, st.panel, st.train_tasks = str(root), str(out / "data" / "heldout_panel.json"), str(out / "data" / "train_tasks.jsonl")
     return (f"{counts['train']} train games, {counts['heldout']} held-out (valid_seen) games; task types {types}"
-            + (f", <= {cfg.max_receptacles} receptacles" if cfg.max_receptacles > 0 else "")
-            + (f", <= {cfg.max_distractor_types} distractor classes" if cfg.max_distractor_types >= 0 else "")
-            + f"; {root}")
+            + "".join(f", <= {value} {what}" for _, _, value, what in caps) + f"; {root}")
 
 
 def _free_port() -> int:
