@@ -2,7 +2,7 @@
 
 An estimator is a pure function ``(ctx, cfg) -> AdvantageResult``; it pulls the parts it needs from ``ctx``
 (episode advantage, step advantage under a singleton rule, criticality, ...). Each part is computed once per batch,
-fully vectorized (unique / sort / index_add / a log-depth scan), in float64, and returned in the input row order.
+fully vectorized (unique / sort / index_add / one vector step per trajectory position), in float64, and returned in the input row order.
 """
 
 from __future__ import annotations

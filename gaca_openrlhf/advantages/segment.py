@@ -78,18 +78,28 @@ def normalize(
 
 
 def discounted_suffix_sum(r: torch.Tensor, seg: torch.Tensor, gamma: float, max_len: int) -> torch.Tensor:
-    """R_p = sum_{k >= p, same segment} gamma^(k - p) r_k on data sorted by (segment, position) (rule 2).
+    """R_p = r_p + gamma R_{p+1} within each segment, on data sorted by (segment, position) (rule 2).
 
-    Segmented Hillis-Steele scan: after the pass with shift s every element holds the discounted sum of its next
-    2s elements, so ceil(log2(max_len)) vector passes replace the per-step recursion. Unlike a global
-    (gamma^k r_k) cumsum there is no cancellation and no gamma^-t blow-up, and two steps with identical reward
-    suffixes get bit-identical returns (so an anchor group of equal returns normalizes to exactly 0).
+    The public code's backward recursion, run for all segments at once: the rewards are laid out as a
+    [segments, max_len] matrix padded with 0 and one vector step per position replaces the per-sample loop
+    (O(max_len) passes over the segments, max_len <= the env's step limit). Doing exactly the recursion's float
+    operations matters: two steps whose reward suffixes are equal up to leading zeros (0, 10, x, -4 vs 10, x, -4)
+    then get bit-identical returns, so a group of equal returns is exactly flat (HGPO/GiGPO's `!= 0` item rules
+    and mean_std_norm's 1/eps amplification depend on it). A log-depth scan sums in another order and breaks ties.
     """
-    out = r.clone()
-    shift, coef = 1, float(gamma)
-    while shift < max_len:
-        same = seg[shift:] == seg[:-shift]  # element i + shift still belongs to i's segment
-        add = torch.where(same, coef * out[shift:], torch.zeros((), dtype=out.dtype))
-        out = torch.cat([out[:-shift] + add, out[-shift:]])
-        shift, coef = shift * 2, coef * coef
-    return out
+    n = r.numel()
+    if n == 0:
+        return r.clone()
+    starts = torch.ones(n, dtype=torch.bool)
+    starts[1:] = seg[1:] != seg[:-1]
+    row = torch.cumsum(starts, 0) - 1  # dense segment index
+    first = torch.nonzero(starts).squeeze(1)
+    pos = torch.arange(n) - first[row]
+    width = max(int(max_len), int(pos.max()) + 1)
+    mat = torch.zeros(int(row[-1]) + 1, width, dtype=r.dtype)
+    mat[row, pos] = r
+    running = torch.zeros(mat.shape[0], dtype=r.dtype)
+    for p in range(width - 1, -1, -1):  # positions, not samples
+        running = mat[:, p] + gamma * running
+        mat[:, p] = running
+    return mat[row, pos]

@@ -85,6 +85,33 @@ def test_rule2_identical_reward_suffixes_give_identical_returns():
     assert r.step_advantage[1:4].abs().max() == 0 and r.step_advantage[4:].abs().max() == 0
 
 
+def test_rule2_returns_are_the_recursions_floats_bit_for_bit():
+    # Steps 2 and 3 have reward suffixes (0, 10, x, -4) and (10, x, -4): equal returns only if the sum is taken in
+    # the recursion's order (a log-depth scan gave 7.255100000000001 vs 7.2551, so HGPO's (2, 2) history group was
+    # not flat and step 2's advantage became -0.35 instead of -0.71 -- a CI failure found by hypothesis).
+    rewards = [0.0, 0.0, 0.0, 10.0, 1.3551020408163266, -4.0]
+    b = mk([0] * 6, [0] * 6, list(range(6)), [0, 2, 2, 2, 0, 0], rewards)
+    got = run(b, gamma=1.0, invalid_penalty=0.0).step_return.tolist()
+    running, expected = 0.0, [0.0] * 6
+    for i in reversed(range(6)):
+        running = rewards[i] + 1.0 * running
+        expected[i] = running
+    assert got == expected  # exact, not approx
+    assert got[2] == got[3]
+    rnd = __import__("random").Random(5)
+    for gamma in (1.0, 0.95, 0.5):
+        rw = [rnd.choice([0.0, 0.0, 10.0, -4.0, rnd.uniform(-5, 5)]) for _ in range(40)]
+        b = mk([0] * 40, [i // 9 for i in range(40)], [i % 9 for i in range(40)], [1] * 40, rw)
+        got = run(b, gamma=gamma, invalid_penalty=0.0).step_return.tolist()
+        expected = [0.0] * 40
+        for tr in range(5):
+            running = 0.0
+            for i in reversed([i for i in range(40) if i // 9 == tr]):
+                running = rw[i] + gamma * running
+                expected[i] = running
+        assert got == expected, gamma
+
+
 # ----------------------------------------------------------------------------- rule 3: episode advantage
 def test_rule3_unbiased_std_and_eps():
     b = mk([0, 0], [0, 1], [0, 0], [1, 1], [0.0, 10.0])
