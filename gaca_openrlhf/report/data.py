@@ -2,7 +2,8 @@
 
 Robust to what real runs leave behind: malformed or truncated lines (skipped and counted), ``null``/NaN/missing
 keys (NaN), non-numeric values (ignored), resumed runs that append the same iteration again (the last record
-of an iteration wins), records without ``iteration`` (numbered by position).
+of an iteration wins), records without ``iteration`` (numbered by position), rollout rounds the trainer skipped
+because every episode failed (``rollout/skipped`` = 1: counted, kept out of the records).
 """
 from __future__ import annotations
 
@@ -52,8 +53,11 @@ class Run:
         return [v for v in self.series(key)[1] if math.isfinite(v)]
 
 
-def read_metrics(path: str) -> tuple[list[dict], int]:
-    """Records of a metrics.jsonl (numeric values only) and the number of unreadable lines."""
+def read_metrics(path: str, skipped: list | None = None) -> tuple[list[dict], int]:
+    """Records of a metrics.jsonl (numeric values only) and the number of unreadable lines.
+
+    Records of skipped rollout rounds (``rollout/skipped``) are not iterations: they go to ``skipped`` (when a list
+    is given) instead of the returned records."""
     by_iter: dict[float, dict] = {}
     bad = 0
     with open(path, errors="replace") as f:
@@ -81,6 +85,10 @@ def read_metrics(path: str) -> tuple[list[dict], int]:
             if not math.isfinite(it):
                 it = float(pos + 1)
             rec["iteration"] = it
+            if rec.get("rollout/skipped", 0.0) > 0:
+                if skipped is not None:
+                    skipped.append(rec)
+                continue
             by_iter[it] = rec  # a resumed run repeats iterations: the last one wins
     return [by_iter[k] for k in sorted(by_iter)], bad
 
@@ -110,9 +118,13 @@ def load_run(name: str, run_dir: str) -> Run:
         raise FileNotFoundError(f"run {name!r}: folder {run_dir!r} does not exist")
     metrics = os.path.join(run_dir, "metrics.jsonl")
     if os.path.isfile(metrics):
-        run.records, run.bad_lines = read_metrics(metrics)
+        skipped: list[dict] = []
+        run.records, run.bad_lines = read_metrics(metrics, skipped)
         if run.bad_lines:
             run.warnings.append(f"{run.bad_lines} unreadable line(s) in {metrics} skipped")
+        if skipped:
+            run.warnings.append(f"{len(skipped)} rollout round(s) left no step samples (every episode failed) and "
+                                "made no update; see their records (rollout/skipped) in " + metrics)
     else:
         run.warnings.append(f"no metrics.jsonl in {run_dir}")
     for path in find_eval_files(run_dir):

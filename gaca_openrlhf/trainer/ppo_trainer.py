@@ -282,6 +282,11 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
                 rollout_seconds = time.time() - t0
                 total_consumed_prompts += prompts_consumed
                 if not rollout_samples:
+                    if self.samples_generator.last_stats:  # a round ran but every episode failed: no update
+                        logger.warning(f"[gaca] every episode of the rollout round after iteration {global_step} "
+                                       "failed: no update (recorded with rollout/skipped = 1)")
+                        self.metrics.write(skipped_round_record(global_step, self.samples_generator.last_stats,
+                                                                rollout_seconds))
                     if is_exhausted:
                         break
                     continue
@@ -310,6 +315,15 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
             self.wandb_logger.close()
         if self.tensorboard_logger:
             self.tensorboard_logger.close()
+
+
+def skipped_round_record(global_step: int, rollout_stats: dict, rollout_seconds: float) -> dict:
+    """The metrics record of a rollout round that left no step samples (every episode failed): numbered as the
+    iteration it would have been (``global_step + 1``; the next real iteration takes the number again), marked
+    ``rollout/skipped`` = 1 so that readers (the report, the quickstart) keep it out of the curves, and carrying
+    the round's rollout counters (failed episodes, timing), which would otherwise be lost."""
+    status = {**rollout_stats, "rollout/skipped": 1.0, "timing/rollout": rollout_seconds}
+    return build_record(global_step + 1, status)
 
 
 def pad_probe(seqs: list, masks: list, vllm_lps: list, ranks: int):

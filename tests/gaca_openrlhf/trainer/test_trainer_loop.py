@@ -79,6 +79,33 @@ def test_broken_env_setup_stops_in_iteration_1(tmp_path):
     assert loop.trained == []
 
 
+def test_a_round_whose_episodes_all_fail_is_recorded_and_kept_out_of_the_report(tmp_path):
+    from gaca_openrlhf.report.data import load_run
+
+    script = {"task-0": [1, 2], "task-1": [2, 1], "task-2": [None, None], "task-3": [None, None],
+              "task-4": [1, 1], "task-5": [None, None]}
+    loop = Loop(tmp_path, script=script, status={"sync/logprob_gap": 0.001, "policy_loss": 0.5})
+    loop.fit()
+    assert loop.trained == [["task-0", "task-1"], ["task-4"]]  # round 2 made no update
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["iteration"], r.get("rollout/skipped")) for r in lines] == [(1, None), (2, 1.0), (2, None)]
+    assert lines[1]["rollout/failed_episodes"] == 4.0 and lines[1]["rollout/num_episodes"] == 0.0  # counts finished ones
+    assert lines[1]["policy_loss"] is None and lines[1]["timing/rollout"] >= 0.0
+    run = load_run("r", str(tmp_path))
+    assert run.iterations == [1.0, 2.0] and run.records[1]["policy_loss"] == 0.5  # the real iteration 2
+    assert any("1 rollout round(s) left no step samples" in w for w in run.warnings)
+
+
+def test_a_skipped_last_round_does_not_become_an_iteration(tmp_path):
+    from gaca_openrlhf.report.data import load_run
+
+    (tmp_path / "metrics.jsonl").write_text(
+        json.dumps({"iteration": 1, "policy_loss": 0.5}) + "\n"
+        + json.dumps({"iteration": 2, "rollout/skipped": 1.0, "policy_loss": None}) + "\n")
+    run = load_run("r", str(tmp_path))
+    assert run.iterations == [1.0] and run.records[0]["policy_loss"] == 0.5
+
+
 def test_sync_gap_check():
     check_sync_gap({"sync/logprob_gap": 0.05}, 0.1)
     check_sync_gap({}, 0.1)  # probe off
