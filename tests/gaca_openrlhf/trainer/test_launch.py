@@ -1,0 +1,463 @@
+"""``trainer/launch.py``: the rollout config built from the CLI, the Ray start-up and ``train``'s wiring of the Ray
+actors, on the CPU, GPU and rehearsal paths.
+
+The CPU path runs for real in the slow end-to-end tests (tests/gaca_openrlhf/test_e2e*.py); these fast tests check
+what ``train`` hands to each piece. The pieces themselves cannot start here in a unit test: the GPU branch needs
+CUDA/NCCL placement groups, and real Ray actors, vLLM engines and DeepSpeed take minutes. So Ray, the placement
+groups, the actor groups, the vLLM engine factories and the trainer actor are replaced by recorders (``Rec``) that
+log every call; the arguments come from the project's real CLI parser. Each test names the one-line bug it catches.
+"""
+from __future__ import annotations
+
+import json
+import types
+
+import pytest
+
+import gaca_openrlhf.cpu.actors as cpu_actors
+import gaca_openrlhf.cpu.patches as cpu_patches
+import gaca_openrlhf.cpu.rehearsal as rehearsal
+import gaca_openrlhf.trainer.launch as launch
+import openrlhf.trainer.ray as openrlhf_ray
+from gaca_openrlhf.cli.train_ppo import parse_args
+from gaca_openrlhf.cpu import SETUP_HOOK
+from gaca_openrlhf.rollout.config import ENV_VAR
+
+BASE = ["--actor.model_name_or_path", "/models/m", "--actor.num_gpus_per_node", "2", "--vllm.num_engines", "2",
+        "--rollout.batch_size", "4", "--rollout.n_samples_per_prompt", "2", "--algo.kl.init_coef", "0",
+        "--algo.advantage.estimator", "gaca", "--env.name", "toy", "--train.batch_size", "4"]
+
+
+def _args(*extra):
+    return parse_args(BASE + list(extra))
+
+
+# ---------------------------------------------------------------------------------------------- rollout_config
+
+
+def test_rollout_config_from_the_cli_options():
+    """Catches: any --env.* option not passed on (history_k, max_steps, timeout, invalid_action, kill drill, kwargs
+    JSON), or the prompt limit/response budget swapped."""
+    a = _args("--env.kwargs", '{"size": 3, "name": "x"}', "--env.history_k", "5", "--env.max_steps", "7",
+              "--env.prompt_max_len", "300", "--rollout.max_new_tokens", "40", "--env.timeout_s", "9.5",
+              "--env.invalid_action", "noop", "--env.kill_worker_at_step", "3")
+    cfg = launch.rollout_config(a)
+    assert (cfg.env, cfg.env_kwargs, cfg.history_k, cfg.max_steps) == ("toy", {"size": 3, "name": "x"}, 5, 7)
+    assert (cfg.prompt_max_len, cfg.max_new_tokens, cfg.env_timeout_s) == (300, 40, 9.5)
+    assert (cfg.invalid_action, cfg.kill_worker_at_step) == ("noop", 3)
+
+
+def test_rollout_config_defaults():
+    """Catches: the 256-token default response budget changed, the prompt limit not derived from data.max_len minus
+    the budget (or its floor of 1 lost), env kwargs not {} without --env.kwargs."""
+    cfg = launch.rollout_config(_args())  # --rollout.max_new_tokens unset, data.max_len 2048
+    assert cfg.max_new_tokens == 256 and cfg.prompt_max_len == 2048 - 256 and cfg.env_kwargs == {}
+    assert (cfg.history_k, cfg.max_steps, cfg.env_timeout_s, cfg.invalid_action, cfg.kill_worker_at_step) == \
+        (2, 0, 120.0, "execute", -1)
+    cfg = launch.rollout_config(_args("--data.max_len", "100", "--rollout.max_new_tokens", "60"))
+    assert cfg.prompt_max_len == 40 and cfg.max_new_tokens == 60
+    cfg = launch.rollout_config(_args("--data.max_len", "50", "--rollout.max_new_tokens", "60"))
+    assert cfg.prompt_max_len == 1  # never 0 or negative
+
+
+# ------------------------------------------------------------------------------------------------- recorders
+
+
+class Rec:
+    """Records calls in ``log`` (shared by every recorder of a test) as (name, args, kwargs)."""
+
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+
+    def __call__(self, *args, **kwargs):
+        self.log.append((self.name, args, kwargs))
+        return f"<{self.name}>"
+
+
+class FakeRay:
+    def __init__(self, log, initialized=False):
+        self.log, self.initialized = log, initialized
+
+    def is_initialized(self):
+        return self.initialized
+
+    def init(self, **kwargs):
+        self.log.append(("ray.init", (), kwargs))
+
+    def get(self, ref):
+        self.log.append(("ray.get", (ref,), {}))
+        if isinstance(ref, list):
+            return [r for r in ref]
+        return 7 if ref == "<max_steps>" else ref
+
+    def remote(self, **kwargs):
+        return lambda cls: ("remote", kwargs, cls)
+
+
+class FakePG:
+    def __init__(self, log, bundles, strategy):
+        self.bundles, self.strategy = bundles, strategy
+        log.append(("placement_group", (bundles,), {"strategy": strategy}))
+
+    def ready(self):
+        return ("ready", self)
+
+
+class FakeGroup:
+    """An actor group: records how it was built and its init/save calls."""
+
+    def __init__(self, log, nodes, per_node, cls, **kwargs):
+        self.log, self.cls = log, cls
+        self._actor_handlers = [f"handler-of-{cls}"]
+        log.append(("group", (nodes, per_node, cls), kwargs))
+
+    def async_init_model_from_pretrained(self, *args):
+        self.log.append(("init", (self.cls,) + args, {}))
+        return [("init-ref", self.cls)]
+
+    def async_save_model(self):
+        self.log.append(("save", (self.cls,), {}))
+        return ("save-ref", self.cls)
+
+
+class FakeEngine:
+    def __init__(self, log, i):
+        self.log, self.i = log, i
+        self.get_num_unfinished_requests = types.SimpleNamespace(remote=lambda: f"<engine{i} ready>")
+
+
+class FakeTrainer:
+    def __init__(self, log, fit_error=None):
+        self.log, self.fit_error = log, fit_error
+        self.get_max_steps = types.SimpleNamespace(remote=lambda: "<max_steps>")
+        self.fit = types.SimpleNamespace(remote=self._fit)
+
+    def _fit(self):
+        self.log.append(("fit", (), {}))
+        if self.fit_error:
+            raise self.fit_error
+        return "<fit>"
+
+
+class FakeTrainerActor:
+    def __init__(self, log, trainer):
+        self.log, self.trainer = log, trainer
+
+    def options(self, **kwargs):
+        self.log.append(("trainer.options", (), kwargs))
+        return types.SimpleNamespace(remote=self._remote)
+
+    def _remote(self, *args, **kwargs):
+        self.log.append(("trainer", args, kwargs))
+        return self.trainer
+
+
+@pytest.fixture
+def rig(monkeypatch):
+    """Every piece ``train`` starts, replaced by a recorder writing to one call log."""
+    log = []
+    r = types.SimpleNamespace(log=log, ray=FakeRay(log), trainer=FakeTrainer(log))
+    engines = [FakeEngine(log, 0), FakeEngine(log, 1)]
+
+    def engine_factory(name):
+        def make(*args, **kwargs):
+            log.append((name, args, kwargs))
+            return engines
+        return make
+
+    def group_cls(name):
+        def make(nodes, per_node, cls, **kwargs):
+            return FakeGroup(log, nodes, per_node, cls, group=name, **kwargs)
+        return make
+
+    r.engines = engines
+    monkeypatch.setattr(launch, "ray", r.ray)
+    monkeypatch.setattr(launch, "placement_group", lambda bundles, strategy: FakePG(log, bundles, strategy))
+    monkeypatch.setattr(launch, "get_strategy", lambda args: types.SimpleNamespace(
+        print=lambda a: log.append(("strategy.print", (a,), {})), tag="strategy"))
+    monkeypatch.setattr(launch, "RayActorGroup", group_cls("RayActorGroup"))
+    monkeypatch.setattr(launch, "ReferenceModelActor", "Ref")
+    monkeypatch.setattr(launch, "RewardModelActor", "Reward")
+    monkeypatch.setattr(launch, "CriticModelActor", "Critic")
+    monkeypatch.setattr(launch, "GacaPolicyModelActor", "Policy")
+    monkeypatch.setattr(launch, "GacaPPOTrainerActor", FakeTrainerActor(log, r.trainer))
+    monkeypatch.setattr(openrlhf_ray, "create_vllm_engines", engine_factory("create_vllm_engines"))
+    monkeypatch.setattr(cpu_actors, "create_cpu_vllm_engines", engine_factory("create_cpu_vllm_engines"))
+    monkeypatch.setattr(cpu_actors, "CPURayActorGroup", group_cls("CPURayActorGroup"))
+    monkeypatch.setattr(cpu_actors, "CPUPolicyModelActor", "CPUPolicy")
+    monkeypatch.setattr(cpu_patches, "apply", Rec(log, "patches.apply"))
+    monkeypatch.setattr(rehearsal, "check_args", Rec(log, "rehearsal.check_args"))
+    monkeypatch.setattr(rehearsal, "init_ray", Rec(log, "rehearsal.init_ray"))
+    monkeypatch.setattr(rehearsal, "create_vllm_engines", engine_factory("rehearsal.create_vllm_engines"))
+    monkeypatch.setattr(rehearsal, "RehearsalPolicyModelActor", "RehearsalPolicy")
+    monkeypatch.setattr(rehearsal, "write_report", Rec(log, "rehearsal.write_report"))
+    for var in ("TOKENIZERS_PARALLELISM", "NCCL_DEBUG", "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS", "GACA_BACKEND"):
+        monkeypatch.delenv(var, raising=False)
+    return r
+
+
+def calls(log, name):
+    return [(a, k) for n, a, k in log if n == name]
+
+
+def names(log):
+    return [n for n, _, _ in log]
+
+
+# ------------------------------------------------------------------------------------------------- _init_ray
+
+
+def test_init_ray_env_vars_gpu(rig, monkeypatch):
+    """Catches: a default of the workers' env vars changed (tokenizers parallelism, NCCL log level, zero-copy
+    tensors), the rollout config not shipped to the workers, the dashboard switched on, or the CPU runtime env
+    (CUDA shims) used on GPU."""
+    a = _args("--env.history_k", "4")
+    launch._init_ray(a, cpu=False)
+    ((_, kw),) = calls(rig.log, "ray.init")
+    assert kw["include_dashboard"] is False
+    env = kw["runtime_env"]["env_vars"]
+    assert set(kw["runtime_env"]) == {"env_vars"}
+    assert env["TOKENIZERS_PARALLELISM"] == "true" and env["NCCL_DEBUG"] == "WARN"
+    assert env["RAY_ENABLE_ZERO_COPY_TORCH_TENSORS"] == "1"
+    assert json.loads(env[ENV_VAR])["history_k"] == 4 and json.loads(env[ENV_VAR])["env"] == "toy"
+
+
+def test_init_ray_keeps_the_callers_env_and_cpu_runtime_env(rig, monkeypatch):
+    """Catches: the caller's TOKENIZERS_PARALLELISM / NCCL_DEBUG / zero-copy setting ignored, or the CPU job started
+    without the CUDA shims' setup hook and DS_ACCELERATOR=cpu."""
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    monkeypatch.setenv("RAY_ENABLE_ZERO_COPY_TORCH_TENSORS", "0")
+    launch._init_ray(_args(), cpu=True)
+    ((_, kw),) = calls(rig.log, "ray.init")
+    rt = kw["runtime_env"]
+    assert rt["worker_process_setup_hook"] == SETUP_HOOK and rt["env_vars"]["DS_ACCELERATOR"] == "cpu"
+    assert (rt["env_vars"]["TOKENIZERS_PARALLELISM"], rt["env_vars"]["NCCL_DEBUG"],
+            rt["env_vars"]["RAY_ENABLE_ZERO_COPY_TORCH_TENSORS"]) == ("false", "INFO", "0")
+    assert ENV_VAR in rt["env_vars"]
+
+
+def test_init_ray_rehearsal_and_already_running(rig):
+    """Catches: the rehearsal's Ray start (logical GPUs) skipped or given the GPU runtime env, ray.init called as
+    well in a rehearsal, or a second ray.init when Ray is already up."""
+    a = _args()
+    launch._init_ray(a, cpu=False, rehearsal=True)
+    ((args, kw),) = calls(rig.log, "rehearsal.init_ray")
+    assert args[0] is a and args[1]["worker_process_setup_hook"] == SETUP_HOOK and ENV_VAR in args[1]["env_vars"]
+    assert not calls(rig.log, "ray.init")
+    rig.ray.initialized = True
+    launch._init_ray(a, cpu=True)
+    launch._init_ray(a, cpu=False, rehearsal=True)
+    assert not calls(rig.log, "ray.init") and len(calls(rig.log, "rehearsal.init_ray")) == 1
+
+
+# ----------------------------------------------------------------------------------------------------- train
+
+
+def _gpu(*extra):
+    a = _args(*extra)
+    a.gaca.backend = "gpu"
+    return a
+
+
+def test_train_gpu_default_wiring(rig):
+    """Catches, on the GPU path without colocation: a create_vllm_engines argument dropped or moved (the engines'
+    TP size, seed, determinism, prefix caching, eager mode, max_len, no placement group, memory share, sleep, the
+    log-prob mode GACA reads, the agent function), the policy actor not given a full GPU, actors not duplicated
+    for ring attention x TP, the trainer's sampling settings, the max_steps handed to the policy's init, the
+    engines not awaited before fit, or the final save skipped."""
+    a = _gpu("--vllm.tensor_parallel_size", "1", "--vllm.enable_prefix_caching", "--vllm.enforce_eager",
+             "--train.seed", "5", "--vllm.gpu_memory_utilization", "0.6", "--rollout.temperature", "0.7",
+             "--rollout.top_p", "0.9", "--rollout.max_new_tokens", "33", "--data.max_len", "500")
+    a.train.full_determinism_enable, a.vllm.enable_sleep = True, True
+    a.ds.ring_attn_size, a.ds.tensor_parallel_size = 2, 3
+    launch.train(a)
+    log = rig.log
+    assert not calls(log, "patches.apply") and not calls(log, "rehearsal.check_args")
+    assert len(calls(log, "ray.init")) == 1 and not calls(log, "placement_group")
+    assert calls(log, "strategy.print") == [((a,), {})]
+    ((eargs, ekw),) = calls(log, "create_vllm_engines")
+    assert eargs == (2, 1, "/models/m", 5, True, True, True, 500, None, 0.6, True, "processed_logprobs")
+    assert ekw == {"agent_func_path": a.train.agent_func_path}
+    groups = calls(log, "group")
+    assert len(groups) == 1  # the policy only: no ref (KL 0), no critic, reward is remote ("agent")
+    (gargs, gkw), = groups
+    assert gargs == (1, 2, ("remote", {"num_gpus": 1}, "Policy"))
+    assert gkw == {"group": "RayActorGroup", "pg": None, "num_gpus_per_actor": 1, "duplicate_actors": 6}
+    assert calls(log, "trainer.options") == [((), {"num_cpus": 1})]
+    ((targs, tkw),) = calls(log, "trainer")
+    assert targs[0] == "/models/m" and targs[1].tag == "strategy" and targs[2:6] == (
+        targs[2], None, None, None) and targs[6] is rig.engines
+    assert tkw == {"do_sample": True, "max_len": 500, "max_new_tokens": 33, "temperature": 0.7, "top_p": 0.9}
+    inits = calls(log, "init")
+    assert len(inits) == 1 and inits[0][0][2:] == ("/models/m", 7, rig.engines)
+    assert inits[0][0][0] == ("remote", {"num_gpus": 1}, "Policy") and inits[0][0][1].tag == "strategy"
+    n = names(log)
+    i_fit = n.index("fit")
+    gets = [g[0][0] for g in calls(log, "ray.get")]
+    assert ["<engine0 ready>", "<engine1 ready>"] in gets  # the engines' readiness is awaited ...
+    ready_at = max(i for i, e in enumerate(log) if e[0] == "ray.get" and e[1][0] == ["<engine0 ready>",
+                                                                                  "<engine1 ready>"])
+    assert ready_at < i_fit  # ... before fit
+    assert [((("remote", {"num_gpus": 1}, "Policy"),), {})] == calls(log, "save") and n.index("save") > i_fit
+    assert ("save-ref", ("remote", {"num_gpus": 1}, "Policy")) in gets  # the save is awaited
+    assert [("init-ref", ("remote", {"num_gpus": 1}, "Policy"))] in gets  # the init is awaited
+
+
+def test_train_gpu_colocate_all_with_ref_critic_reward(rig):
+    """Catches, with --train.colocate_all: the shared placement group's size/strategy, it not awaited, the engines
+    not placed in it, the 0.2-GPU actors, the reference model missing with KL > 0 or left out of the group, the
+    critic/reward not sharing it, the reward model's init skipped, the critic initialised without max_steps or
+    before the others finish, and the value network saved when asked."""
+    a = _gpu("--train.colocate_all", "--algo.kl.init_coef", "0.01", "--algo.kl.use_loss", "--ref.num_gpus_per_node",
+             "2", "--vllm.num_engines", "2")
+    a.actor.num_nodes = a.ref.num_nodes = 2
+    a.critic.model_name_or_path, a.critic.num_nodes, a.critic.num_gpus_per_node = "/models/c", 1, 3
+    a.critic.save_value_network = True
+    a.reward.remote_url, a.reward.model_name_or_path, a.reward.num_nodes, a.reward.num_gpus_per_node = \
+        None, "/models/r", 1, 4
+    a.ds.param_dtype = "fp16"
+    launch.train(a)
+    log = rig.log
+    ((pgargs, pgkw),) = calls(log, "placement_group")
+    assert pgargs == ([{"GPU": 1, "CPU": 1}] * 4,) and pgkw == {"strategy": "PACK"}
+    pg = calls(log, "create_vllm_engines")[0][0][8]
+    assert isinstance(pg, FakePG) and ("ready", pg) in [g[0][0] for g in calls(log, "ray.get")]
+    groups = {g[0][2] if isinstance(g[0][2], str) else "Policy": g for g in calls(log, "group")}
+    assert groups["Policy"][0][:2] == (2, 2) and groups["Policy"][1]["pg"] is pg
+    assert groups["Policy"][1]["num_gpus_per_actor"] == 0.2
+    assert groups["Ref"] == ((2, 2, "Ref"), {"group": "RayActorGroup", "pg": pg, "num_gpus_per_actor": 0.2,
+                                               "duplicate_actors": 1})
+    assert groups["Critic"][0] == (1, 3, "Critic") and groups["Critic"][1]["pg"] is pg
+    assert groups["Reward"][0] == (1, 4, "Reward") and groups["Reward"][1]["pg"] is pg
+    inits = {i[0][0] if isinstance(i[0][0], str) else "Policy": i[0][1:] for i in calls(log, "init")}
+    assert inits["Ref"][1:] == ("/models/m",) and inits["Reward"][1:] == ("/models/r",)
+    assert inits["Critic"][1:] == ("/models/c", 7) and inits["Policy"][1:] == ("/models/m", 7, rig.engines)
+    n = names(log)
+    init_refs = [g[0][0] for g in calls(log, "ray.get") if isinstance(g[0][0], list)
+                 and g[0][0] and g[0][0][0][0] == "init-ref"]
+    assert {r[1] if isinstance(r[1], str) else "Policy" for r in init_refs[0]} == {"Policy", "Ref", "Reward"}
+    critic_init = [i for i, e in enumerate(log) if e[0] == "init" and e[1][0] == "Critic"][0]
+    first_get_of_inits = [i for i, e in enumerate(log) if e[0] == "ray.get" and e[1][0] == init_refs[0]][0]
+    assert critic_init > first_get_of_inits
+    saves = [s[0][0] for s in calls(log, "save")]
+    assert "Critic" in saves and len(saves) == 2 and n.index("save") > n.index("fit")
+
+
+def test_train_gpu_colocated_critic_reward_get_their_own_group(rig):
+    """Catches: colocated critic+reward not given their own placement group (sized critic nodes x GPUs), the
+    actor's group reused for them without colocate_all, the reward model initialised without a reward model path,
+    or the value network saved when not asked."""
+    a = _gpu("--train.colocate_actor_ref", "--train.colocate_critic_reward")
+    a.critic.model_name_or_path, a.critic.num_nodes, a.critic.num_gpus_per_node = "/models/c", 2, 3
+    a.reward.remote_url = None
+    launch.train(a)
+    log = rig.log
+    pgs = calls(log, "placement_group")
+    assert [p[0][0] for p in pgs] == [[{"GPU": 1, "CPU": 1}] * 2, [{"GPU": 1, "CPU": 1}] * 6]
+    gets = [g[0][0] for g in calls(log, "ray.get")]
+    assert sum(1 for g in gets if isinstance(g, tuple) and g[0] == "ready") == 2
+    groups = calls(log, "group")
+    policy_pg = groups[0][1]["pg"]
+    assert calls(log, "create_vllm_engines")[0][0][8] is None  # colocate_actor_ref does not place the engines
+    critic = [g for g in groups if g[0][2] == "Critic"][0]
+    reward = [g for g in groups if g[0][2] == "Reward"][0]
+    assert critic[1]["pg"] is reward[1]["pg"] and critic[1]["pg"] is not policy_pg
+    assert critic[1]["pg"].bundles == [{"GPU": 1, "CPU": 1}] * 6 and critic[1]["num_gpus_per_actor"] == 0.2
+    assert "Reward" not in [i[0][0] for i in calls(log, "init")]  # no reward model path: nothing to load
+    assert [s[0][0] for s in calls(log, "save")] == [("remote", {"num_gpus": 1}, "Policy")]
+
+
+def test_train_gpu_no_critic_group_without_colocation(rig):
+    """Catches: a placement group made for a critic that is not colocated with the reward model."""
+    a = _gpu()
+    a.critic.model_name_or_path, a.critic.num_nodes, a.critic.num_gpus_per_node = "/models/c", 1, 1
+    launch.train(a)
+    assert not calls(rig.log, "placement_group")
+    critic = [g for g in calls(rig.log, "group") if g[0][2] == "Critic"][0]
+    assert critic[1]["pg"] is None and critic[1]["num_gpus_per_actor"] == 1
+
+
+def test_train_cpu_wiring(rig):
+    """Catches, on the CPU path: the CPU patches not applied, the CUDA-shim runtime env not used, an argument of
+    create_cpu_vllm_engines dropped or changed (one engine when --vllm.num_engines is 0, seed, max_len, memory share,
+    the dtype from --ds.param_dtype, agent function, prefix caching, determinism), the CPU actor group / policy
+    class not used, actors not duplicated, or the trainer given a CPU slot (it starves the env workers)."""
+    a = _args("--gaca.backend", "cpu", "--train.seed", "3", "--vllm.gpu_memory_utilization", "0.3",
+              "--vllm.enable_prefix_caching", "--data.max_len", "600")
+    a.vllm.num_engines = 0
+    a.train.full_determinism_enable = True
+    a.ds.ring_attn_size = 2
+    launch.train(a)
+    log = rig.log
+    assert names(log)[0] == "patches.apply"
+    ((_, kw),) = calls(log, "ray.init")
+    assert kw["runtime_env"]["worker_process_setup_hook"] == SETUP_HOOK
+    ((eargs, ekw),) = calls(log, "create_cpu_vllm_engines")
+    assert eargs == (1, "/models/m", 3, 600)
+    assert ekw == {"gpu_memory_utilization": 0.3, "dtype": "bfloat16", "agent_func_path": a.train.agent_func_path,
+                   "enable_prefix_caching": True, "full_determinism": True}
+    assert not calls(log, "create_vllm_engines") and not calls(log, "placement_group")
+    ((gargs, gkw),) = calls(log, "group")
+    assert gargs == (1, 2, "CPUPolicy") and gkw == {"group": "CPURayActorGroup", "duplicate_actors": 2}
+    assert calls(log, "trainer.options") == [((), {"num_cpus": 0})]
+    assert not calls(log, "rehearsal.write_report")
+    a2 = _args("--gaca.backend", "cpu", "--vllm.num_engines", "3")
+    a2.ds.param_dtype = "fp16"
+    rig.log.clear()
+    launch.train(a2)
+    ((eargs, ekw),) = calls(log, "create_cpu_vllm_engines")
+    assert eargs[0] == 3 and ekw["dtype"] == "float16"
+
+
+def test_train_cpu_ref_model_with_kl(rig):
+    """Catches: the reference model made without KL (or not with it), or on the CPU its group not the CPU one."""
+    a = _args("--gaca.backend", "cpu", "--algo.kl.init_coef", "0.001", "--algo.kl.use_loss")
+    launch.train(a)
+    groups = calls(rig.log, "group")
+    assert [g[0][2] for g in groups] == ["CPUPolicy", "Ref"]
+    assert groups[1][1] == {"group": "CPURayActorGroup", "duplicate_actors": 1}
+    assert groups[1][0][:2] == (a.ref.num_nodes, a.ref.num_gpus_per_node)
+
+
+def test_train_rehearsal_wiring_and_report(rig, capsys):
+    """Catches, in a rehearsal: its argument check or Ray start skipped, the CPU patches not applied, OpenRLHF's
+    engine factory used instead of the rehearsal's (blob sync), the rehearsal policy not used, or the report not
+    written with the output dir, engines, colocated placement group and policy actors."""
+    a = _args("--gaca.backend", "rehearsal", "--train.colocate_all", "--ckpt.output_dir", "/out")
+    a.actor.num_gpus_per_node, a.vllm.num_engines = 2, 2
+    launch.train(a)
+    log = rig.log
+    n = names(log)
+    assert n[:3] == ["patches.apply", "rehearsal.check_args", "rehearsal.init_ray"]
+    assert calls(log, "rehearsal.check_args") == [((a,), {})]
+    assert not calls(log, "ray.init") and not calls(log, "create_vllm_engines")
+    ((eargs, _),) = calls(log, "rehearsal.create_vllm_engines")
+    pg = eargs[8]
+    assert isinstance(pg, FakePG)
+    group = calls(log, "group")[0]
+    assert group[0][2] == "RehearsalPolicy" and group[1]["group"] == "RayActorGroup"
+    ((rargs, _),) = calls(log, "rehearsal.write_report")
+    assert rargs == ("/out", rig.engines, pg, ["handler-of-RehearsalPolicy"])
+    assert n.index("rehearsal.write_report") > n.index("fit")
+    assert n.index("save") > n.index("rehearsal.write_report")
+
+
+def test_train_rehearsal_report_after_a_failed_fit(rig, monkeypatch, capsys):
+    """Catches: the rehearsal report skipped when training fails, a failing report masking the training error, or
+    its failure message lost."""
+    rig.trainer.fit_error = RuntimeError("fit broke")
+    a = _args("--gaca.backend", "rehearsal")
+    with pytest.raises(RuntimeError, match="fit broke"):
+        launch.train(a)
+    assert len(calls(rig.log, "rehearsal.write_report")) == 1 and not calls(rig.log, "save")
+
+    def bad_report(*_a):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(rehearsal, "write_report", bad_report)
+    rig.trainer.fit_error = None
+    rig.log.clear()
+    launch.train(a)  # the report's failure is printed, training still saves
+    assert "[rehearsal] could not write rehearsal.json: OSError('disk full')" in capsys.readouterr().out
+    assert len(calls(rig.log, "save")) == 1
