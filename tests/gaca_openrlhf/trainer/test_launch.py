@@ -41,8 +41,9 @@ def test_rollout_config_from_the_cli_options():
     a = _args("--env.kwargs", '{"size": 3, "name": "x"}', "--env.history_k", "5", "--env.max_steps", "7",
               "--env.prompt_max_len", "300", "--rollout.max_new_tokens", "40", "--env.timeout_s", "9.5",
               "--env.invalid_action", "noop", "--env.kill_worker_at_step", "3")
+    a.env.name = "webshop"  # not RolloutConfig's default ("toy")
     cfg = launch.rollout_config(a)
-    assert (cfg.env, cfg.env_kwargs, cfg.history_k, cfg.max_steps) == ("toy", {"size": 3, "name": "x"}, 5, 7)
+    assert (cfg.env, cfg.env_kwargs, cfg.history_k, cfg.max_steps) == ("webshop", {"size": 3, "name": "x"}, 5, 7)
     assert (cfg.prompt_max_len, cfg.max_new_tokens, cfg.env_timeout_s) == (300, 40, 9.5)
     assert (cfg.invalid_action, cfg.kill_worker_at_step) == ("noop", 3)
 
@@ -174,7 +175,7 @@ def rig(monkeypatch):
     monkeypatch.setattr(launch, "ray", r.ray)
     monkeypatch.setattr(launch, "placement_group", lambda bundles, strategy: FakePG(log, bundles, strategy))
     monkeypatch.setattr(launch, "get_strategy", lambda args: types.SimpleNamespace(
-        print=lambda a: log.append(("strategy.print", (a,), {})), tag="strategy"))
+        print=lambda a: log.append(("strategy.print", (a,), {})), tag="strategy", args=args))
     monkeypatch.setattr(launch, "RayActorGroup", group_cls("RayActorGroup"))
     monkeypatch.setattr(launch, "ReferenceModelActor", "Ref")
     monkeypatch.setattr(launch, "RewardModelActor", "Reward")
@@ -276,6 +277,7 @@ def test_train_gpu_default_wiring(rig):
     assert not calls(log, "patches.apply") and not calls(log, "rehearsal.check_args")
     assert len(calls(log, "ray.init")) == 1 and not calls(log, "placement_group")
     assert calls(log, "strategy.print") == [((a,), {})]
+    assert calls(log, "trainer")[0][0][1].args is a  # the strategy is built from the run's arguments
     ((eargs, ekw),) = calls(log, "create_vllm_engines")
     assert eargs == (2, 1, "/models/m", 5, True, True, True, 500, None, 0.6, True, "processed_logprobs")
     assert ekw == {"agent_func_path": a.train.agent_func_path}
@@ -286,8 +288,9 @@ def test_train_gpu_default_wiring(rig):
     assert gkw == {"group": "RayActorGroup", "pg": None, "num_gpus_per_actor": 1, "duplicate_actors": 6}
     assert calls(log, "trainer.options") == [((), {"num_cpus": 1})]
     ((targs, tkw),) = calls(log, "trainer")
-    assert targs[0] == "/models/m" and targs[1].tag == "strategy" and targs[2:6] == (
-        targs[2], None, None, None) and targs[6] is rig.engines
+    assert targs[0] == "/models/m" and targs[1].tag == "strategy" and targs[3:6] == (None, None, None)
+    assert isinstance(targs[2], FakeGroup) and targs[2].cls == ("remote", {"num_gpus": 1}, "Policy")
+    assert targs[6] is rig.engines
     assert tkw == {"do_sample": True, "max_len": 500, "max_new_tokens": 33, "temperature": 0.7, "top_p": 0.9}
     inits = calls(log, "init")
     assert len(inits) == 1 and inits[0][0][2:] == ("/models/m", 7, rig.engines)
@@ -330,7 +333,10 @@ def test_train_gpu_colocate_all_with_ref_critic_reward(rig):
                                                "duplicate_actors": 1})
     assert groups["Critic"][0] == (1, 3, "Critic") and groups["Critic"][1]["pg"] is pg
     assert groups["Reward"][0] == (1, 4, "Reward") and groups["Reward"][1]["pg"] is pg
+    ((targs, _),) = calls(log, "trainer")  # the trainer gets the actor, critic, reward and reference groups
+    assert [t.cls if isinstance(t.cls, str) else "Policy" for t in targs[2:6]] == ["Policy", "Critic", "Reward", "Ref"]
     inits = {i[0][0] if isinstance(i[0][0], str) else "Policy": i[0][1:] for i in calls(log, "init")}
+    assert all(v[0].tag == "strategy" for v in inits.values())  # every model is loaded with the strategy
     assert inits["Ref"][1:] == ("/models/m",) and inits["Reward"][1:] == ("/models/r",)
     assert inits["Critic"][1:] == ("/models/c", 7) and inits["Policy"][1:] == ("/models/m", 7, rig.engines)
     n = names(log)
@@ -364,6 +370,7 @@ def test_train_gpu_colocated_critic_reward_get_their_own_group(rig):
     reward = [g for g in groups if g[0][2] == "Reward"][0]
     assert critic[1]["pg"] is reward[1]["pg"] and critic[1]["pg"] is not policy_pg
     assert critic[1]["pg"].bundles == [{"GPU": 1, "CPU": 1}] * 6 and critic[1]["num_gpus_per_actor"] == 0.2
+    assert [p[1] for p in pgs] == [{"strategy": "PACK"}, {"strategy": "PACK"}]
     assert "Reward" not in [i[0][0] for i in calls(log, "init")]  # no reward model path: nothing to load
     assert [s[0][0] for s in calls(log, "save")] == [("remote", {"num_gpus": 1}, "Policy")]
 
