@@ -88,6 +88,8 @@ class QuickstartConfig:
     model_size: str = "small"
     sft_epochs: float = 8.0  # 576 SFT steps: every response well-formed (3 epochs on 32 games: mostly malformed)
     sft_lr: float = 2e-3
+    sft_prompt_loss_weight: float = 0.0  # next-token loss on prompt tokens, relative weight (sft --prompt-loss-weight)
+    sft_augment_prob: float = 0.0  # ALFWorld: rename entity classes in this share of drawn samples (sft --augment-prob)
     eval_seeds: tuple[int, ...] = (0, 1, 2)
     eval_temperature: float = 0.4
     max_steps: int = 15  # episode cap in RL and evaluation (most of the subset's walkthroughs need <= 13)
@@ -325,7 +327,9 @@ def phase_sft(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
     else:
         src = ["webshop", "--url", st.webshop_url, "--goals", f"0:{cfg.train_games}"]
     run_logged([sys.executable, "-m", "gaca_openrlhf.sft", *src, "--out", str(warm), "--model-size", cfg.model_size,
-                "--epochs", str(cfg.sft_epochs), "--lr", str(cfg.sft_lr), "--no-progress"],
+                "--epochs", str(cfg.sft_epochs), "--lr", str(cfg.sft_lr),
+                "--prompt-loss-weight", str(cfg.sft_prompt_loss_weight), "--augment-prob", str(cfg.sft_augment_prob),
+                "--no-progress"],
                con.log_dir / "sft.log", env=_env())
     st.warm = str(warm)
     st.sft = json.loads((warm / "gaca_sft.json").read_text())

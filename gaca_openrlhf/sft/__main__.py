@@ -65,6 +65,11 @@ def main(argv=None) -> int:
         s.add_argument("--seed", type=int, default=0)
         s.add_argument("--history-k", type=int, default=2)
         s.add_argument("--prompt-max-len", type=int, default=SFTConfig.prompt_max_len)
+        s.add_argument("--prompt-loss-weight", type=float, default=SFTConfig.prompt_loss_weight,
+                       help="weight of the next-token loss on prompt tokens (0: response tokens only)")
+        s.add_argument("--augment-prob", type=float, default=SFTConfig.augment_prob,
+                       help="ALFWorld: probability that a drawn sample has its object/receptacle names renamed "
+                            "consistently (gaca_openrlhf.sft.augment; 0: off)")
         s.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
 
@@ -93,7 +98,8 @@ def main(argv=None) -> int:
         return 1
     spec = SIZES[args.model_size]
     cfg = SFTConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                    prompt_max_len=args.prompt_max_len)
+                    prompt_max_len=args.prompt_max_len, prompt_loss_weight=args.prompt_loss_weight,
+                    augment_prob=args.augment_prob if args.env == "alfworld" else 0.0)
     tmp_demos = out.parent / f".{out.name}.demos.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     demos_hash = save_demos(steps, str(tmp_demos))
@@ -113,8 +119,13 @@ def main(argv=None) -> int:
     base = ensure_agent_model(texts, spec)
     print(f"base model {base}", file=sys.stderr)
     bar = None if args.no_progress else _bar("SFT")
+    augment = None
+    if cfg.augment_prob > 0:
+        from gaca_openrlhf.sft.augment import Renamer
+
+        augment = Renamer([s.prompt for s in steps])
     stats = train_sft(base, [(s.prompt, s.response) for s in steps], out, cfg, log=lambda m: print(m, file=sys.stderr),
-                      progress=bar)
+                      progress=bar, augment=augment)
     stats.update(key=key, demos=demo_stats, demos_hash=demos_hash, model_spec=asdict(spec), base_model=str(base),
                  model_size=args.model_size)
     meta.write_text(json.dumps(stats, indent=1))

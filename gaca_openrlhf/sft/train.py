@@ -39,6 +39,11 @@ class SFTConfig:
     prompt_max_len: int = 2048  # as the rollout's --env.prompt_max_len (longer prompts are left-truncated)
     seed: int = 0
     threads: int = 0  # torch intra-op threads (0: torch's default)
+    #: weight of the next-token loss on the prompt tokens (0: response-only, the classic SFT objective); the loss
+    #: is ``mean CE(response tokens) + w * mean CE(prompt tokens)`` -- see :func:`sft_loss`
+    prompt_loss_weight: float = 0.0
+    #: probability that a sample is replaced by its ``augment(...)`` version each time it is drawn (0: never)
+    augment_prob: float = 0.0
 
 
 def encode_prompt(tokenizer, text: str) -> list[int]:
@@ -59,6 +64,23 @@ def encode_samples(tokenizer, pairs: Sequence[tuple[str, str]], prompt_max_len: 
     return out
 
 
+def sft_loss(logits, input_ids, prompt_mask, response_mask, prompt_loss_weight: float = 0.0):
+    """``mean CE over response tokens + prompt_loss_weight * mean CE over prompt tokens`` (next-token, shifted).
+
+    ``prompt_mask`` / ``response_mask`` mark the *target* tokens (same shape as ``input_ids``); the first token of
+    a sequence is never a target. With weight 0 this is exactly the usual masked-prompt SFT loss."""
+    import torch.nn.functional as F
+
+    ce = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), input_ids[:, 1:].flatten(), reduction="none")
+    ce = ce.view(input_ids.shape[0], -1)
+    r = response_mask[:, 1:].to(ce.dtype)
+    loss = (ce * r).sum() / r.sum().clamp(min=1)
+    if prompt_loss_weight:
+        pm = prompt_mask[:, 1:].to(ce.dtype)
+        loss = loss + prompt_loss_weight * (ce * pm).sum() / pm.sum().clamp(min=1)
+    return loss
+
+
 def _batches(samples, batch_size: int, rng: random.Random):
     order = sorted(range(len(samples)), key=lambda i: len(samples[i][0]) + len(samples[i][1]))
     chunks = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
@@ -68,8 +90,12 @@ def _batches(samples, batch_size: int, rng: random.Random):
 
 def train_sft(model_dir: str | os.PathLike, pairs: Sequence[tuple[str, str]], out_dir: str | os.PathLike,
               cfg: SFTConfig = SFTConfig(), log: Callable[[str], None] = print,
-              progress: Callable[[int, int, float], None] | None = None) -> dict:
-    """Fine-tune the model in ``model_dir`` on ``pairs`` and save it to ``out_dir``; return the training stats."""
+              progress: Callable[[int, int, float], None] | None = None,
+              augment: Callable[[str, str, random.Random], tuple[str, str]] | None = None) -> dict:
+    """Fine-tune the model in ``model_dir`` on ``pairs`` and save it to ``out_dir``; return the training stats.
+
+    ``augment`` (with ``cfg.augment_prob`` > 0): a sample drawn for a batch is replaced, with that probability, by
+    ``augment(prompt, response, rng)`` encoded afresh (e.g. :class:`gaca_openrlhf.sft.augment.Renamer`)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -96,13 +122,17 @@ def train_sft(model_dir: str | os.PathLike, pairs: Sequence[tuple[str, str]], ou
         if not queue:
             queue = _batches(samples, cfg.batch_size, rng)
         idx = queue.pop()
-        seqs = [samples[i][0] + samples[i][1] for i in idx]
-        labs = [[-100] * len(samples[i][0]) + samples[i][1] for i in idx]
+        batch = [samples[i] for i in idx]
+        if augment is not None and cfg.augment_prob > 0:
+            batch = [encode_samples(tokenizer, [augment(*pairs[i], rng)], cfg.prompt_max_len)[0]
+                     if rng.random() < cfg.augment_prob else samples[i] for i in idx]
+        seqs = [p + r for p, r in batch]
         width = max(map(len, seqs))
         ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs])
-        labels = torch.tensor([lb + [-100] * (width - len(lb)) for lb in labs])
         mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        pmask = torch.tensor([[1] * len(p) + [0] * (width - len(p)) for p, _ in batch])
+        rmask = mask - pmask
+        loss = sft_loss(model(input_ids=ids, attention_mask=mask).logits, ids, pmask, rmask, cfg.prompt_loss_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -65,3 +65,46 @@ def test_sft_learns_the_responses(base, tmp_path):
 def test_sft_rejects_empty_data(base, tmp_path):
     with pytest.raises(ValueError, match="no SFT samples"):
         train_sft(base, [], tmp_path / "x")
+
+
+def test_sft_loss_weighs_prompt_tokens_as_defined():
+    """Catches: prompt tokens leaking into the weight-0 loss, an unshifted target, or the weight ignored."""
+    from gaca_openrlhf.sft.train import sft_loss
+
+    torch.manual_seed(0)
+    ids = torch.randint(0, 11, (2, 6))
+    logits = torch.randn(2, 6, 11)
+    pmask = torch.tensor([[1, 1, 1, 0, 0, 0], [1, 1, 0, 0, 0, 0]])
+    rmask = torch.tensor([[0, 0, 0, 1, 1, 0], [0, 0, 1, 1, 1, 1]])  # row 0 padded at the end
+    logp = torch.log_softmax(logits, -1)
+    resp, prm = [], []
+    for b in range(2):
+        for t in range(1, 6):  # token t is predicted from position t - 1
+            nll = -logp[b, t - 1, ids[b, t]].item()
+            (resp if rmask[b, t] else prm if pmask[b, t] else []).append(nll)
+    want0 = sum(resp) / len(resp)
+    assert sft_loss(logits, ids, pmask, rmask, 0.0).item() == pytest.approx(want0, rel=1e-6)
+    assert sft_loss(logits, ids, pmask, rmask, 0.3).item() == pytest.approx(want0 + 0.3 * sum(prm) / len(prm), rel=1e-6)
+    # weight 0 is exactly the transformers masked-label loss the loop used before
+    labels = torch.where(rmask.bool(), ids, torch.full_like(ids, -100))
+    from transformers.loss.loss_utils import ForCausalLMLoss
+
+    assert sft_loss(logits, ids, pmask, rmask).item() == pytest.approx(
+        ForCausalLMLoss(logits, labels, vocab_size=11).item(), rel=1e-6)
+
+
+def test_sft_applies_the_augmentation(base, tmp_path):
+    """Catches: augment_prob ignored (the callable never called) or applied with probability 0."""
+    calls = []
+
+    def aug(prompt, response, rng):
+        calls.append(prompt)
+        return prompt, response
+
+    train_sft(base, PAIRS, tmp_path / "a", SFTConfig(epochs=2, batch_size=2, augment_prob=1.0), log=lambda m: None,
+              augment=aug)
+    assert len(calls) == 4
+    calls.clear()
+    train_sft(base, PAIRS, tmp_path / "b", SFTConfig(epochs=2, batch_size=2, augment_prob=0.0), log=lambda m: None,
+              augment=aug)
+    assert calls == []
