@@ -66,3 +66,77 @@ def test_resolve_panel_uses_panel_dir_and_keeps_first_n(tmp_path):
     assert p.meta["split"] == "valid_seen"
     full = resolve_panel("alfworld", "mine", data_root=root, panel_dir=str(pdir))
     assert full.tasks == games and "first_n" not in full.meta
+
+
+def _root_with_games(tmp_path, n, split="valid_seen"):
+    for i in range(n):
+        _game(tmp_path, f"json_2.1.1/{split}/pick_and_place_simple-A{i}-None-B-{i}/trial_0",
+              {"task_type": "pick_and_place_simple"})
+    return str(tmp_path)
+
+
+def test_panel_file_given_by_file_name_or_extensionless_path(tmp_path, monkeypatch):
+    """Catches: a panel argument ending in .json (in the working folder, no path separator) or a path without the
+    .json extension not treated as a file (``or`` -> ``and``, the extension test changed, the separator test
+    inverted)."""
+    root = _root_with_games(tmp_path / "data", 2)
+    games = resolve_panel("alfworld", "eval_id", data_root=root).tasks
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "mine.json").write_text(json.dumps({"name": "by-name", "games": games[:1]}))
+    (work / "noext").write_text(json.dumps({"name": "no-ext", "games": games[1:]}))
+    monkeypatch.chdir(work)
+    p = resolve_panel("alfworld", "mine.json", data_root=root)
+    assert (p.name, p.tasks) == ("by-name", games[:1])
+    p = resolve_panel("alfworld", str(work / "noext"), data_root=root)
+    assert (p.name, p.tasks) == ("no-ext", games[1:])
+
+
+def test_panel_file_errors_say_what_is_wrong(tmp_path):
+    """Catches: the message of an unreadable panel file or of an empty one dropped, or the 'looked for' list
+    in the unknown-panel message broken."""
+    root = _root_with_games(tmp_path / "data", 1)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    with pytest.raises(PanelError, match=r"cannot read ALFWorld panel .*bad\.json"):
+        resolve_panel("alfworld", str(bad), data_root=root)
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"games": []}))
+    with pytest.raises(PanelError, match=r"ALFWorld panel '.*empty\.json' has no games"):
+        resolve_panel("alfworld", str(empty), data_root=root)
+    with pytest.raises(PanelError) as e:
+        resolve_panel("alfworld", "nope", data_root=None)
+    assert str(e.value).endswith("(looked for no files)")
+    with pytest.raises(PanelError) as e:
+        resolve_panel("alfworld", "nope", data_root=root)
+    assert str(e.value).endswith(f"(looked for {[os.path.join(root, 'panels', 'nope.json')]})")
+    with pytest.raises(PanelError) as e:
+        resolve_panel("alfworld", "eval_id", data_root=None)
+    assert str(e.value) == ("ALFWorld panel 'eval_id' is built from a data root: pass --data DIR or set "
+                            "$ALFWORLD_DATA (or pass a panel JSON file)")
+
+
+def test_panel_meta_from_a_file_and_from_the_data_root(tmp_path):
+    """Catches: the provenance in the results JSON (``panel_meta``: source, split, selection) dropped or renamed,
+    for a panel file and for a panel built from the data root."""
+    root = _root_with_games(tmp_path / "data", 3)
+    built = resolve_panel("alfworld", "eval_id", data_root=root)
+    assert built.meta == {"source": f"built from {os.path.abspath(root)}", "split": "valid_seen",
+                          "selection": {"size": 128, "seed": 0, "task_types": [1, 2, 3, 4, 5, 6], "sorted": True}}
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"games": built.tasks, "split": "valid_seen", "selection": {"size": 2, "seed": 9}}))
+    p = resolve_panel("alfworld", str(f), data_root=root)
+    assert p.meta == {"source": os.path.abspath(f), "split": "valid_seen", "selection": {"size": 2, "seed": 9}}
+
+
+def test_built_panel_is_the_one_the_panels_command_writes(tmp_path):
+    """The module's contract: a standard panel built from the data root is the panel that ``python -m
+    agents.alfworld panels`` writes (agents.alfworld.panels.build_standard_panels, which draws the 128 games with
+    the panel's name in the seed). Catches: the panel name not passed to the builder (another 128 games)."""
+    from agents.alfworld.panels import build_standard_panels
+
+    root = _root_with_games(tmp_path / "data", 140)
+    written = build_standard_panels(root, str(tmp_path / "written"), seed=0)
+    games = json.loads(open(written["eval_id"]).read())["games"]
+    built = resolve_panel("alfworld", "eval_id", data_root=root).tasks
+    assert len(built) == 128 and built == games
