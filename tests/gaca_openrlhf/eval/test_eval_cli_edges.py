@@ -156,3 +156,38 @@ def test_json_safe_and_write_json(tmp_path):
     text = path.read_text()
     assert json.loads(text) == {"a": [1.5, None], "b": [[None]], "c": "s", "d": None, "e": 3}
     assert text.startswith('{\n "a": [\n  1.5,') and not list(path.parent.glob("*.tmp*"))
+
+
+# ---------------------------------------------------------------------------------------------- the parser
+def test_parser_defaults_and_required_options():
+    """Catches: a default of the eval CLI changed (each one decides the protocol or the run: K = 1, T 0.4 (the
+    paper's), top-p 1, seed 0, all tasks, env backend auto, env's own step limit, 512 response tokens as in
+    training, history 2, invalid actions executed, env-default budgets, 120 s env timeout, vLLM auto settings),
+    a required option made optional, or a choice list changed."""
+    p = cli.build_parser()
+    args = p.parse_args(["--model", "m", "--env", "toy", "--panel", "p", "--out", "o"])
+    assert vars(args) == {
+        "model": "m", "env": "toy", "panel": "p", "out": "o", "episodes_per_task": 1, "temperature": 0.4,
+        "top_p": 1.0, "seed": 0, "num_tasks": None, "data": None, "panel_dir": None, "webshop_url": None,
+        "env_kwargs": None, "alfworld_backend": "auto", "max_steps": 0, "max_tokens": 512, "history_k": 2,
+        "invalid_action": "execute", "prompt_max_len": None, "num_envs": None, "env_timeout": 120.0,
+        "dtype": "auto", "gpu_memory_utilization": None, "tensor_parallel_size": 1, "enforce_eager": None,
+        "record_actions": False, "no_progress": False}
+    full = ["--model", "m", "--env", "toy", "--panel", "p", "--out", "o"]
+    for i in range(0, len(full), 2):  # each of the four is required
+        with pytest.raises(SystemExit):
+            p.parse_args(full[:i] + full[i + 2:])
+    for opt, good, bad in [("--env", ["alfworld", "webshop", "toy"], "minecraft"),
+                           ("--alfworld-backend", ["auto", "local", "ray"], "docker"),
+                           ("--invalid-action", ["execute", "noop"], "skip")]:
+        base = list(full)
+        for g in good:
+            argv = base + [opt, g] if opt != "--env" else ["--model", "m", "--env", g, "--panel", "p", "--out", "o"]
+            p.parse_args(argv)
+        with pytest.raises(SystemExit):
+            p.parse_args(base + [opt, bad])
+    args = p.parse_args(full + ["--enforce-eager", "--record-actions", "--no-progress", "--num-tasks", "3",
+                                "--env-timeout", "2.5", "--gpu-memory-utilization", "0.3"])
+    assert (args.enforce_eager, args.record_actions, args.no_progress, args.num_tasks) == (True, True, True, 3)
+    assert (args.env_timeout, args.gpu_memory_utilization) == (2.5, 0.3)
+    assert p.prog == "python -m gaca_openrlhf.eval"
