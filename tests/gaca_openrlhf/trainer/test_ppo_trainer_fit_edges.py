@@ -59,7 +59,8 @@ def test_episodes_repeat_the_data_and_max_iterations_stops_across_episodes(tmp_p
 
 
 def test_loggers_closed_at_the_end(tmp_path):
-    """Catches: the wandb / tensorboard loggers not closed when training ends."""
+    """Catches: the wandb / tensorboard loggers not closed when training ends (also when the last rollout round
+    left no samples: ``break`` -> ``return``)."""
     closed = []
 
     class L:
@@ -73,12 +74,19 @@ def test_loggers_closed_at_the_end(tmp_path):
     loop.wandb_logger, loop.tensorboard_logger = L("wandb"), L("tb")
     loop.fit()
     assert closed == ["wandb", "tb"]
+    closed.clear()
+    script = {"task-0": [1, 2], "task-1": [2, 1], "task-2": [None, None], "task-3": [None, None]}
+    loop = Loop(tmp_path / "skip", script=script)
+    loop.wandb_logger, loop.tensorboard_logger = L("wandb"), L("tb")
+    loop.fit()
+    assert len(loop.trained) == 1 and closed == ["wandb", "tb"]
 
 
 def test_resume_starts_at_the_saved_episode_and_step(tmp_path):
-    """Catches: the saved episode or global step ignored on resume (iterations renumbered from 1), or the
-    consumed-prompt count restarted."""
-    ckpt = {"episode": 1, "global_step": 3, "total_consumed_prompts": 6, "data_loader_state_dict": {}}
+    """Catches: the saved episode or global step ignored on resume (iterations renumbered from 1), the
+    consumed-prompt count restarted, or the best-checkpoint state not restored."""
+    ckpt = {"episode": 1, "global_step": 3, "total_consumed_prompts": 6, "data_loader_state_dict": {},
+            "best_eval_metric_key": "eval/success", "best_eval_metric_value": 0.7}
     loop = Loop(tmp_path, checkpoint=ckpt)
     loop.args.train.num_episodes = 2
     logged = []
@@ -88,3 +96,4 @@ def test_resume_starts_at_the_saved_episode_and_step(tmp_path):
     assert [c["global_step"] for c in logged] == [4, 5, 6] and {c["episode"] for c in logged} == {1}
     assert [c["total_consumed_prompts"] for c in logged] == [8, 10, 12]
     assert [r["iteration"] for r in _records(tmp_path)] == [4, 5, 6]
+    assert (loop.best_eval_metric_key, loop.best_eval_metric_value) == ("eval/success", 0.7)  # best-ckpt state

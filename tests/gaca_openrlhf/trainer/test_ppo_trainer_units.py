@@ -290,3 +290,107 @@ def test_pad_probe_repeats_items_in_order():
     assert v == ["A", "B", "C", "D", "E", "A", "B", "C"]
     assert pt.pad_probe(["a", "b"], [1, 2], ["A", "B"], 2) == (["a", "b"], [1, 2], ["A", "B"])
     assert pt.pad_probe(["a"], [1], ["A"], 1) == (["a"], [1], ["A"])
+
+
+# ------------------------------------------------------------------------------------------ module helpers
+
+
+def _run_args(**gaca):
+    return ns(gaca=ns(**gaca), rollout=ns(batch_size=4, n_samples_per_prompt=2), train=ns(batch_size=3,
+              micro_batch_size=1, num_episodes=1), actor=ns(num_nodes=2, num_gpus_per_node=4),
+              ds=ns(ring_attn_size=2, tensor_parallel_size=2))
+
+
+def test_updates_per_iteration_flag_and_fallback():
+    """Catches: the deprecated flag ignored (``or`` -> ``and``, its name misspelt, only values > 1 used), the
+    fallback not floor(trajectories / train batch) (true division) or not at least 1, or a missing/None flag not
+    treated as unset."""
+    assert pt.updates_per_iteration(_run_args(updates_per_iteration=5)) == 5
+    assert pt.updates_per_iteration(_run_args(updates_per_iteration=1)) == 1
+    assert pt.updates_per_iteration(_run_args(updates_per_iteration=0)) == 2  # 4 x 2 // 3
+    assert pt.updates_per_iteration(_run_args(updates_per_iteration=None)) == 2
+    assert pt.updates_per_iteration(_run_args()) == 2  # no such flag at all (an older args namespace)
+    a = _run_args()
+    a.train.batch_size = 16
+    assert pt.updates_per_iteration(a) == 1  # 8 // 16 = 0 -> at least one update
+
+
+def test_data_parallel_size_and_minibatch_planner():
+    """Catches: DP ranks not GPUs / (ring attention x TP) (at least 1), or the planner given the wrong micro batch,
+    DP size, mini-batch size, or the deprecated update count used alongside --gaca.mini_batch_steps."""
+    a = _run_args(mini_batch_steps=8, updates_per_iteration=0)
+    assert pt.data_parallel_size(a) == 2  # 2 x 4 GPUs / (2 x 2)
+    a.ds.tensor_parallel_size = 8
+    assert pt.data_parallel_size(a) == 1  # never 0
+    a.ds.tensor_parallel_size = 2
+    a.train.micro_batch_size = 2
+    plan = pt.minibatch_planner(a)(10)
+    assert (plan.updates, plan.padded, plan.grad_accum) == (2, 16, 2)  # mini 8 = 2 micro x 2 ranks x 2
+    a = _run_args(mini_batch_steps=0, updates_per_iteration=3)
+    plan = pt.minibatch_planner(a)(10)
+    assert (plan.updates, plan.padded) == (3, 12)  # 3 updates of 2 ranks x 1 micro x 2
+    a = _run_args(mini_batch_steps=4, updates_per_iteration=3)  # the flag is ignored with mini-batches
+    assert pt.minibatch_planner(a)(8).updates == 2
+    a = _run_args()  # neither flag: OpenRLHF's count, 4 x 2 // 3 = 2
+    assert pt.minibatch_planner(a)(8).updates == 2
+
+
+def test_lr_schedule_at_least_one_iteration():
+    """Catches: the schedule's floor of one iteration raised."""
+    a = _run_args(max_iterations=0)
+    assert pt.lr_schedule_iterations(a, 1) == 1 and pt.lr_schedule_iterations(a, 0) == 1
+    assert pt.lr_schedule_iterations(a, 9) == 3
+
+
+def test_check_finite_messages_and_non_numbers():
+    """Catches: a non-numeric metric (None) taken as non-finite, or the cause messages changed."""
+    pt.check_finite({"policy_loss": None, "kl": "n/a"})
+    with pytest.raises(pt.NonFiniteTrainingError) as e:
+        pt.check_finite({"kl": float("nan"), "check/actor_logprobs_nonfinite": 3})
+    assert str(e.value) == (
+        "non-finite training metrics {'kl': nan}: the policy's own experience forward was already non-finite (3 "
+        "log-probs) before this iteration's update: NaN/garbage policy weights (a NaN update in an earlier "
+        "iteration, or weights not loaded: e.g. ZeRO-3 parameters left uninitialized) or an attention/dtype problem")
+    with pytest.raises(pt.NonFiniteTrainingError) as e:
+        pt.check_finite({"kl": float("inf"), "check/ref_logprobs_nonfinite": 2})
+    assert str(e.value) == (
+        "non-finite training metrics {'kl': inf}: the reference model's log-probs were non-finite (2 of them) in "
+        "the experience pass: the KL loss against them is NaN. Likely the reference model's weights (garbage ZeRO-3 "
+        "parameters: on CPU/gloo an all-gather that had not finished, see gaca_openrlhf/cpu/patches.py) or its "
+        "forward")
+    with pytest.raises(pt.NonFiniteTrainingError) as e:
+        pt.check_finite({"policy_loss": float("nan")})
+    assert str(e.value) == (
+        "non-finite training metrics {'policy_loss': nan}: the experience pass was finite, so the update itself "
+        "diverged (learning rate, bf16 overflow of the k3 KL's exp, an empty loss window) or non-finite gradients")
+
+
+def test_check_sync_gap_boundary_and_messages():
+    """Catches: a gap equal to the limit rejected, or the messages changed."""
+    pt.check_sync_gap({"sync/logprob_gap": 0.1}, 0.1)
+    with pytest.raises(pt.WeightSyncError) as e:
+        pt.check_sync_gap({"sync/logprob_gap": 0.25}, 0.1)
+    assert str(e.value) == (
+        "sync/logprob_gap 0.25 > --gaca.max_logprob_gap 0.1 right after the weight sync: vLLM is not generating "
+        "with the trainer's weights, so the rollouts are off-policy garbage. Likely cause: a broken weight sync "
+        "(NCCL/CUDA-IPC group or --vllm.sync_backend, parameter names not matching vLLM's, tied embeddings not "
+        "refreshed on vLLM-CPU, vLLM woken without its weights under --vllm.enable_sleep), or vLLM and the trainer "
+        "using different models/dtypes")
+    with pytest.raises(pt.WeightSyncError) as e:
+        pt.check_sync_gap({"sync/logprob_gap": float("nan"), "sync/logprob_gap_rollout": float("nan")}, 0.0)
+    assert str(e.value) == (
+        "sync/logprob_gap is nan right after the weight sync: the trainer's own experience forward was already NaN "
+        "before any update (sync/logprob_gap_rollout is NaN): a model/attention/dtype problem in the actor forward, "
+        "not the weight sync")
+    with pytest.raises(pt.WeightSyncError) as e:
+        pt.check_sync_gap({"sync/logprob_gap": float("nan")}, 0.0)
+    assert str(e.value) == ("sync/logprob_gap is nan right after the weight sync: NaN weights reached vLLM (a NaN "
+                            "loss/update: see policy_loss) or a broken weight sync")
+
+
+def test_skipped_round_record():
+    """Catches: the skipped round's rollout time not under ``timing/rollout``, its number not global_step + 1, or
+    its counters lost."""
+    r = pt.skipped_round_record(4, {"rollout/failed_episodes": 6.0}, 2.5)
+    assert r["iteration"] == 5 and r["timing/rollout"] == 2.5 and r["rollout/skipped"] == 1.0
+    assert r["rollout/failed_episodes"] == 6.0
