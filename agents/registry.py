@@ -12,7 +12,7 @@ from agents.prompts import PromptTemplate
 
 #: name -> (module, factory attribute, template attribute)
 ENVIRONMENTS: dict[str, tuple[str, str, str]] = {
-    "alfworld": ("agents.alfworld.env", "make_env", "PROMPT"),
+    "alfworld": ("agents.alfworld.backends", "make_env", "PROMPT"),
     "webshop": ("agents.webshop.env", "make_env", "PROMPT"),
 }
 

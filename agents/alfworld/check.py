@@ -22,7 +22,7 @@ def _p50(xs: list[float]) -> float:
 
 def check_split(data_root: str, split: str, backend: str = "local",
                 progress: Callable[[int, int], None] | None = None, verbose: bool = False) -> dict:
-    from agents.alfworld.env import make_env
+    from agents.alfworld.backends import make_env
 
     games = list_games(data_root, split)
     env = make_env(backend=backend, data_dir=data_root)

@@ -1,4 +1,6 @@
-"""ALFWorld environment adapter (``AgentEnv``) on the real engine, its step-prompt template and ``make_env``.
+"""ALFWorld environment adapter (``AgentEnv``) on the real engine and its step-prompt template.
+
+``make_env`` (this adapter in-process or in a Ray worker) is in :mod:`agents.alfworld.backends`.
 
 One adapter for real ALFWorld data (``$ALFWORLD_DATA``) and generated games: both are ``game.tw-pddl`` files
 played by TextWorld's PDDL engine with ALFWorld's demangler/infos wrappers (:mod:`agents.alfworld.engine`).
@@ -181,20 +183,3 @@ class AlfworldEnv:
         self._gamefile = None
         self._done = True
 
-
-def make_env(backend: str = "local", **config: Any):
-    """Build an ALFWorld ``AgentEnv``.
-
-    backend="local": :class:`AlfworldEnv` in this process (tests, scripts, the ``check`` command).
-    backend="ray": :class:`agents.alfworld.workers.RayAlfworldEnv`, the same adapter inside a CPU-only Ray actor
-    (``num_gpus=0``) with per-call timeouts; use this from rollout code running inside vLLM actors.
-    Config: ``data_dir``, ``max_steps``, ``cache_size``, ``hide_help``; ray only: ``step_timeout_s``,
-    ``reset_timeout_s``, ``num_cpus``.
-    """
-    if backend == "local":
-        return AlfworldEnv(**config)
-    if backend == "ray":
-        from agents.alfworld.workers import RayAlfworldEnv
-
-        return RayAlfworldEnv(**config)
-    raise ValueError(f"unknown backend {backend!r}; expected 'local' or 'ray'")

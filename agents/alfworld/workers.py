@@ -35,15 +35,13 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from agents.base import EnvError, EnvStep
-from agents.alfworld.env import MAX_STEPS, NAME
+from agents.alfworld.env import MAX_STEPS, NAME, AlfworldEnv
 
 
 class AlfworldWorker:
     """Actor body: one ``AlfworldEnv`` per actor process."""
 
     def __init__(self, **config: Any) -> None:
-        from agents.alfworld.env import AlfworldEnv
-
         self.env = AlfworldEnv(**config)
 
     def reset(self, task):

@@ -20,7 +20,7 @@ ALL_TYPES = {"pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_p
 
 @pytest.fixture(scope="module")
 def env():
-    from agents.alfworld.env import make_env
+    from agents.alfworld.backends import make_env
 
     e = make_env(backend="local", cache_size=8)
     yield e

@@ -229,7 +229,7 @@ def test_panels_are_deterministic_and_filter_like_alfredtwenv(tmp_path):
 
 
 def test_make_env_rejects_unknown_backend():
-    from agents.alfworld.env import make_env
+    from agents.alfworld.backends import make_env
 
     with pytest.raises(ValueError):
         make_env(backend="thor")

@@ -24,7 +24,7 @@ def ray_local():
 
 @pytest.fixture(scope="module")
 def renv(ray_local):
-    from agents.alfworld.env import make_env
+    from agents.alfworld.backends import make_env
 
     e = make_env(backend="ray", step_timeout_s=20, reset_timeout_s=120, num_cpus=0.5)
     yield e
