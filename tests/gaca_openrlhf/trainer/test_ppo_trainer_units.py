@@ -262,7 +262,7 @@ def test_probe_ranks_count_duplicates_once_and_sleep_mode(fake_ray, monkeypatch)
     monkeypatch.setattr(ve, "batch_vllm_engine_call", lambda engines, method, **kw: log.append(
         ("engine_call", method, kw, len(engines))))
     t = _probe_trainer(log, handlers=4, dup=2, sleep=True)  # 2 DP ranks of 2 copies each
-    assert t._probe_ranks() == 2
+    assert t._probe_ranks() == 2 and type(t._probe_ranks()) is int
     res = t.probe_logprob_gap([[1, 2, 3], [4, 5], [6, 7, 8, 9]])
     (_, _, seqs, _, _), = [e for e in log if e[0] == "batch"]
     assert len(seqs) == 2  # two items, two ranks: no padding
@@ -322,6 +322,9 @@ def test_data_parallel_size_and_minibatch_planner():
     assert pt.data_parallel_size(a) == 2  # 2 x 4 GPUs / (2 x 2)
     a.ds.tensor_parallel_size = 8
     assert pt.data_parallel_size(a) == 1  # never 0
+    odd = _run_args()
+    odd.actor.num_nodes, odd.actor.num_gpus_per_node, odd.ds.ring_attn_size, odd.ds.tensor_parallel_size = 1, 5, 2, 1
+    assert pt.data_parallel_size(odd) == 2 and type(pt.data_parallel_size(odd)) is int  # floor division, an int
     a.ds.tensor_parallel_size = 2
     a.train.micro_batch_size = 2
     plan = pt.minibatch_planner(a)(10)
