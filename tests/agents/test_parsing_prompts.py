@@ -11,8 +11,8 @@ import pytest
 
 from agents.alfworld.env import PROMPT as ALFWORLD
 from agents.parsing import judge_response, parse_action, tail_chars_of
-from agents.prompts import (PromptTemplate, StepMemory, anchor_id, render_case, render_history, render_prompt,
-                            render_step_prompt)
+from agents.prompt_cases import render_case
+from agents.prompts import PromptTemplate, StepMemory, anchor_id, render_history, render_prompt, render_step_prompt
 from agents.webshop.env import PROMPT as WEBSHOP
 
 ROOT = Path(__file__).resolve().parents[2]

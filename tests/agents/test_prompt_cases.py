@@ -1,4 +1,4 @@
-"""``python -m agents.prompts --cases IN.json --out OUT.json`` in a subprocess, against verl-agent's vectors.
+"""``python -m agents.prompt_cases --cases IN.json --out OUT.json`` in a subprocess, against verl-agent's vectors.
 
 Reference: tests/data/reference/verl_agent_prompt_vectors.json (rendered with verl-agent's templates and rules).
 The CLI gets the cases without their expected fields, so it cannot echo them back.
@@ -16,7 +16,7 @@ VECTORS = Path(os.environ.get("GACA_REFERENCE_DIR", ROOT / "tests" / "data" / "r
 
 def _cli(*args, cwd=ROOT):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "agents.prompts", *map(str, args)], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "agents.prompt_cases", *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
 
