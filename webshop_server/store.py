@@ -1,7 +1,7 @@
 """WebShop's real data files at full scale: a one-pass build into an on-disk cache, memory-mapped afterwards.
 
 The first start streams ``items_shuffle*.json`` (ijson; the 1.18M-product file is never held in memory), turns
-each product into WebShop's record (:func:`webshop_server.catalog.process_item`, as ``load_products``), appends it
+each product into WebShop's record (:func:`webshop_server.records.process_item`, as ``load_products``), appends it
 as one JSON line to ``products.jsonl``, feeds the search index and keeps only what goals and prices need. The
 cache directory (keyed by the files' paths, sizes and mtimes, ``num_products``, goal mode and the analyzer
 version) then holds::
@@ -27,6 +27,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from webshop_server.records import process_item
 from webshop_server.search import ANALYZER_VERSION, IndexBuilder, SearchEngine, product_text
 
 log = logging.getLogger(__name__)
@@ -168,8 +169,6 @@ def cache_key(files: list[str], num_products: int | None, human_goals: bool) -> 
 def build_cache(items_path: str, attr_path: str, human_path: str | None, cache: str,
                 num_products: int | None, human_goals: bool) -> None:
     """One pass over the raw files into ``cache`` (written to a temporary folder, renamed when complete)."""
-    from webshop_server.catalog import process_item
-
     t0 = time.perf_counter()
     tmp = cache + f".tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)

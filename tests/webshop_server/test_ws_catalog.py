@@ -6,6 +6,7 @@ import pytest
 from webshop_server import catalog as C
 from webshop_server import goals as G
 from webshop_server.engine import Shop
+from webshop_server.records import process_products
 from webshop_server.search import SearchEngine, product_text
 
 
@@ -27,37 +28,13 @@ def test_raw_files_round_trip_like_webshop_files(tmp_path):
     raw = C.generate_raw(120, seed=1)
     C.write_raw(raw, str(tmp_path))
     from_files = C.load_catalog(str(tmp_path), cache_dir=str(tmp_path / "cache"))
-    in_memory = C.Catalog(C.process_products(raw))
+    in_memory = C.Catalog(process_products(raw))
     assert list(from_files.products) == in_memory.products and len(from_files.products) == 120
     p = from_files.products[0]
     assert p["Title"] == p["name"] and isinstance(p["BulletPoints"], list) and p["Price"].startswith("$")
     assert all(v == v.lower() and "/" not in v for vals in p["options"].values() for v in vals)
     first10 = C.load_catalog(str(tmp_path), num_products=10, cache_dir=str(tmp_path / "cache"))
     assert list(first10.products) == in_memory.products[:10]
-
-
-def test_process_products_follows_webshop_rules():
-    raw = {"items": [
-        {"asin": "B000000001", "name": "X", "full_description": "d", "small_description": "one bullet",
-         "pricing": "$1,299.50 - $1,400.00", "images": ["u"], "product_category": "A \u203a B", "category": "c",
-         "query": " Some Query ", "customization_options": {"Color": [{"value": "Black/White", "image": "i"}],
-                                                          "Size": None}},
-        {"asin": "B000000001", "name": "duplicate"}, {"asin": "nan"}, {"asin": "TOO_LONG_ASIN_1"},
-        {"asin": "B000000002", "name": "Y", "full_description": "", "small_description": ["b"], "pricing": "",
-         "images": ["u"], "product_category": "A", "category": "c", "query": "q", "customization_options": None}],
-        "attributes": {"B000000001": {"attributes": ["a1"], "instruction": "i", "instruction_attributes": ["a1"]}},
-        "human": {}, "reviews": [{"asin": "B000000001", "reviews": [{"title": "t", "stars": "4", "review": "r"}],
-                                  "average_rating": 4.0}]}
-    ps = C.process_products(raw)
-    assert [p["asin"] for p in ps] == ["B000000001", "B000000002"]
-    p, q = ps
-    assert p["pricing"] == [1299.5, 1400.0] and p["Price"] == "$1299.5 to $1400.0"
-    assert p["options"] == {"color": ["black | white"]} and p["BulletPoints"] == ["one bullet"]
-    assert p["query"] == "some query" and p["Reviews"] == [] and p["Rating"] == "N.A."  # WebShop reads no reviews
-    assert q["pricing"] == [100.0] and q["Price"] == "$100.0" and q["Attributes"] == ["DUMMY_ATTR"]
-    assert q["Rating"] == "N.A."
-    with_reviews = C.process_products(raw, with_reviews=True)[0]
-    assert with_reviews["Reviews"][0] == {"title": "t", "score": "4", "body": "r"} and with_reviews["Rating"] == 4.0
 
 
 def test_price_caps_and_goal_shuffle_follow_webshop():
@@ -69,7 +46,7 @@ def test_price_caps_and_goal_shuffle_follow_webshop():
             assert upper in cands[1:] and text == f", and price lower than {upper:.2f} dollars"
         else:
             assert upper == 1000000 and text == ""
-    products = C.process_products(C.generate_raw(200, seed=2))
+    products = process_products(C.generate_raw(200, seed=2))
     g1, p1 = G.build_goals(products, seed=5)
     g2, p2 = G.build_goals(products, seed=5)
     assert g1 == g2 and p1 == p2
@@ -87,7 +64,7 @@ def test_price_caps_and_goal_shuffle_follow_webshop():
 
 
 def test_synthetic_goals_enumerate_option_combinations():
-    products = C.process_products(C.generate_raw(60, seed=2), human_goals=False)
+    products = process_products(C.generate_raw(60, seed=2), human_goals=False)
     goals, prices = G.build_goals(products, seed=0, human=False)
     by_asin = {}
     for g in goals:

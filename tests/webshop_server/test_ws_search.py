@@ -12,6 +12,7 @@ import pytest
 import Stemmer
 
 from webshop_server import catalog as C
+from webshop_server.records import process_products
 from webshop_server.search import SearchEngine, analyze, product_text, tokenize
 
 STOP = {"a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no",
@@ -109,7 +110,7 @@ def test_analyzer_keeps_numbers_decimals_single_letters(text, tokens):
 
 def test_tokenizers_agree_on_catalog_text():
     raw = C.generate_raw(300, seed=5)
-    texts = [product_text(p) for p in C.process_products(raw)]
+    texts = [product_text(p) for p in process_products(raw)]
     texts += ["3.4oz e.g. it's 1.5-2 in. 4'11\" a_b c++ 9,5;7 \u2019tis caf\u00e9's x.y.z."]
     for t in texts:
         assert tokenize(t) == ref_tokens(t), t
@@ -117,7 +118,7 @@ def test_tokenizers_agree_on_catalog_text():
 
 def test_top10_agrees_with_reference_bm25(record_property):
     raw = C.generate_raw(3000, seed=9)
-    products = C.process_products(raw)
+    products = process_products(raw)
     engine = SearchEngine(products)
     ref = RefBM25([product_text(p) for p in products])
     queries = [h["instruction"] for hs in list(raw["human"].values())[:60] for h in hs[:1]]
@@ -147,7 +148,7 @@ def test_repeated_query_terms_count_and_ties_keep_catalog_order():
 
 
 def test_saved_index_answers_like_the_built_one(tmp_path):
-    products = C.process_products(C.generate_raw(500, seed=2))
+    products = process_products(C.generate_raw(500, seed=2))
     built = SearchEngine(products)
     built.save(str(tmp_path))
     loaded = SearchEngine.load(str(tmp_path), [p["asin"] for p in products])
@@ -158,7 +159,7 @@ def test_saved_index_answers_like_the_built_one(tmp_path):
 def test_candidate_pruning_is_exact():
     """The MaxScore-style shortcut returns exactly what accumulating every posting returns."""
     raw = C.generate_raw(4000, seed=13)
-    engine = SearchEngine(C.process_products(raw))
+    engine = SearchEngine(process_products(raw))
     assert len(engine.dense_rows) > 10  # common terms have dense rows at this size
     queries = [h["instruction"] for hs in list(raw["human"].values())[:150] for h in hs[:1]]
     queries += ["size color pack", "black large", "green tea size 8.5 black", "walnut 24 inch coffee table"]
@@ -178,7 +179,7 @@ def test_candidate_pruning_is_exact():
 
 
 def test_maxscore_path_is_exact_and_taken_for_rare_terms():
-    products = C.process_products(C.generate_raw(3000, seed=21))
+    products = process_products(C.generate_raw(3000, seed=21))
     for i, p in enumerate(products[:600]):
         p["Title"] += f" zq{i % 10}"  # rarer words: each in 60 products
     engine = SearchEngine(products)
@@ -205,7 +206,7 @@ def test_concurrent_searches_answer_like_sequential_ones():
     from concurrent.futures import ThreadPoolExecutor
 
     raw = C.generate_raw(4000, seed=17)
-    engine = SearchEngine(C.process_products(raw))
+    engine = SearchEngine(process_products(raw))
     queries = [h["instruction"] for hs in list(raw["human"].values())[:120] for h in hs[:1]]
     want = [engine._full(_terms(engine, q), 50) if _terms(engine, q) else [] for q in queries]
     with ThreadPoolExecutor(max_workers=8) as pool:
@@ -228,7 +229,7 @@ def test_seeded_path_is_exact_for_one_and_several_seed_terms():
     the several-term seeds chosen from the first theta (catches a wrong bound, e.g. the seed term's own maximum
     left in the others' sum, or a term skipped when scoring the seed)."""
     raw = C.generate_raw(4000, seed=17)
-    engine = SearchEngine(C.process_products(raw))
+    engine = SearchEngine(process_products(raw))
     taken = []
     score_seed = engine._score_seed
 
