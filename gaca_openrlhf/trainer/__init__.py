@@ -4,6 +4,7 @@
 - :mod:`.experience`: ``compute_advantages_and_returns`` -> :mod:`gaca_openrlhf.advantages`;
 - :mod:`.minibatch`: an iteration's step samples -> ceil(N / ``--gaca.mini_batch_steps``) optimizer updates;
 - :mod:`.actors`: policy actor with a per-iteration mini-batch split, LR per iteration, HF-checkpoint rotation;
+- :mod:`.cpu_actors`: that policy actor on the CPU backend and in the rehearsal (blob weight sync, no NCCL);
 - :mod:`.ppo_trainer`: :class:`~.ppo_trainer.GacaPPOTrainer` (Ray actor) and the training loop;
 - :mod:`.metrics`: ``metrics.jsonl``;
 - :mod:`.launch`: ``train(args)`` building the Ray actors on GPU (OpenRLHF's way) or CPU (:mod:`gaca_openrlhf.cpu`).

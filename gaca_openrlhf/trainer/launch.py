@@ -79,7 +79,9 @@ def train(args) -> None:
 
     pg = colocated_pg = None
     if cpu:
-        from gaca_openrlhf.cpu.actors import CPUPolicyModelActor, CPURayActorGroup, create_cpu_vllm_engines
+        from gaca_openrlhf.cpu.actors import CPURayActorGroup, create_cpu_vllm_engines
+
+        from .cpu_actors import CPUPolicyModelActor
 
         vllm_engines = create_cpu_vllm_engines(
             args.vllm.num_engines or 1, args.actor.model_name_or_path, args.train.seed, max_len,
@@ -112,7 +114,7 @@ def train(args) -> None:
                                  duplicate_actors=dup)
 
         if rehearsal:  # the policy that syncs weights with a blob (no NCCL); placed like the GPU one below
-            from gaca_openrlhf.cpu.rehearsal import RehearsalPolicyModelActor as policy_cls
+            from .cpu_actors import RehearsalPolicyModelActor as policy_cls
         else:
             policy_cls = ray.remote(num_gpus=1)(GacaPolicyModelActor)
 

@@ -17,6 +17,7 @@ import pytest
 import gaca_openrlhf.cpu.actors as cpu_actors
 import gaca_openrlhf.cpu.patches as cpu_patches
 import gaca_openrlhf.cpu.rehearsal as rehearsal
+import gaca_openrlhf.trainer.cpu_actors as trainer_cpu_actors
 import gaca_openrlhf.trainer.launch as launch
 import openrlhf.trainer.ray as openrlhf_ray
 from gaca_openrlhf.cli.train_ppo import parse_args
@@ -185,12 +186,12 @@ def rig(monkeypatch):
     monkeypatch.setattr(openrlhf_ray, "create_vllm_engines", engine_factory("create_vllm_engines"))
     monkeypatch.setattr(cpu_actors, "create_cpu_vllm_engines", engine_factory("create_cpu_vllm_engines"))
     monkeypatch.setattr(cpu_actors, "CPURayActorGroup", group_cls("CPURayActorGroup"))
-    monkeypatch.setattr(cpu_actors, "CPUPolicyModelActor", "CPUPolicy")
+    monkeypatch.setattr(trainer_cpu_actors, "CPUPolicyModelActor", "CPUPolicy")
     monkeypatch.setattr(cpu_patches, "apply", Rec(log, "patches.apply"))
     monkeypatch.setattr(rehearsal, "check_args", Rec(log, "rehearsal.check_args"))
     monkeypatch.setattr(rehearsal, "init_ray", Rec(log, "rehearsal.init_ray"))
     monkeypatch.setattr(rehearsal, "create_vllm_engines", engine_factory("rehearsal.create_vllm_engines"))
-    monkeypatch.setattr(rehearsal, "RehearsalPolicyModelActor", "RehearsalPolicy")
+    monkeypatch.setattr(trainer_cpu_actors, "RehearsalPolicyModelActor", "RehearsalPolicy")
     monkeypatch.setattr(rehearsal, "write_report", Rec(log, "rehearsal.write_report"))
     for var in ("TOKENIZERS_PARALLELISM", "NCCL_DEBUG", "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS", "GACA_BACKEND"):
         monkeypatch.delenv(var, raising=False)
