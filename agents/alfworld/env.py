@@ -115,7 +115,7 @@ class AlfworldEnv:
 
     def __init__(self, data_dir: str | None = None, max_steps: int = MAX_STEPS, cache_size: int = 32,
                  hide_help: bool = True, request_facts: bool = False) -> None:
-        from agents.alfworld.engine import GameEngine
+        from agents.alfworld.engine import GameEngine  # lazy: TextWorld/ALFWorld load only when an env is built
 
         self.data_dir = data_dir
         self.max_steps = int(max_steps)
