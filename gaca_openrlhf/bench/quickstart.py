@@ -48,9 +48,30 @@ so RL has nothing to reinforce. What was measured:
   (3 seeds) and 0 / 16 on training games. The defaults (96 games, 8 epochs) are the best-formed warm start found;
   its SFT is 576 steps, ~4 min at the 0.39 s per step measured at load ~2 (32 games), 20 min at load ~4.
 
-Next things to try: a base model that can already copy (pre-train the quickstart model on a synthetic
-copy-from-the-list task -- pick the listed item named in the task -- before the SFT, or start from a small pretrained
-checkpoint where one may be bundled), then the RL phase from a warm start with non-zero success.
+Copying, measured 2026-12-01 13:12-14:30 UTC (same box, load average 3-6: other helpers' test suites and mutation
+runs) with a greedy-decode probe (transformers, outside vLLM; 40 train + 40 held-out searcher prompts drawn with seed
+0; "exact" = the expert's action, "adm." = an admissible action):
+
+- the 96-game default warm start above (576 steps, response loss only): train exact 6/40 (adm. 12), held-out 8/40
+  (adm. 12); take 0/6 + 0/7, move 0/5 + 0/7.
+- two SFT options added for this (off by default): ``--sft-prompt-loss-weight W`` (next-token loss on the prompt
+  tokens at relative weight W, :func:`gaca_openrlhf.sft.train.sft_loss`) and ``--sft-augment-prob P`` (each drawn
+  sample has its object / receptacle classes renamed consistently with probability P,
+  :mod:`gaca_openrlhf.sft.augment`: the name priors go away, only copying predicts the action).
+  W 0.3, P 0.7, 300 steps (833 s): train 3/40 (adm. 14), held-out 6/40 (adm. 15). W 0.3, P 0.8, 600 steps
+  (1098 s, loss 8.79 -> 0.48): train 4/40 (adm. 15), held-out 10/40 (adm. 13), take 0/13, move 0/12 -- it now
+  writes the right *verb* and often the right receptacle (``take creditcard 2 from shelf 2`` for ``take box 1 from
+  shelf 2``), but the object is always its favourite name (creditcard): the object must be copied from the task
+  line ~400 tokens back, and a from-scratch 2M model has not formed that long-range copy in <= 1200 steps.
+  Continuing that model for 600 more steps (same W and P, lr 1e-3; 1644 s at load 5-13; loss 0.58 -> 0.23): train
+  19/40 (adm. 25; go 18/28), held-out 17/40 (adm. 21; go 9/18, open 8/8) -- navigation and opening now carry over
+  to unseen rooms -- but take and move are still 0 / 25 (same favourite-object failure).
+  Not made the default: 1200 steps is ~2x the SFT time of the 30-minute budget on this box, and without ``take``
+  the warm start cannot win a game. (``examples/cpu/sft_copy_probe.py`` is the probe.)
+
+Next things to try: a base model that can already copy (a short synthetic copy pre-training phase -- short
+sequences, many more steps per minute than the ~450-token step prompts allow -- or a small pretrained checkpoint
+where one may be bundled), then the RL phase from a warm start with non-zero success.
 """
 from __future__ import annotations
 
