@@ -65,7 +65,9 @@ runs) with a greedy-decode probe (transformers, outside vLLM; 40 train + 40 held
   line ~400 tokens back, and a from-scratch 2M model has not formed that long-range copy in <= 1200 steps.
   Continuing that model for 600 more steps (same W and P, lr 1e-3; 1644 s at load 5-13; loss 0.58 -> 0.23): train
   19/40 (adm. 25; go 18/28), held-out 17/40 (adm. 21; go 9/18, open 8/8) -- navigation and opening now carry over
-  to unseen rooms -- but take and move are still 0 / 25 (same favourite-object failure).
+  to unseen rooms -- but take and move are still 0 / 25 (same favourite-object failure). Full evaluation of that
+  model (the eval module, temperature 0.4, cap 15): 0.0 +- 0.0 % on the held-out panel (3 seeds) and 0 / 16 on
+  training games.
   Not made the default: 1200 steps is ~2x the SFT time of the 30-minute budget on this box, and without ``take``
   the warm start cannot win a game. (``examples/cpu/sft_copy_probe.py`` is the probe.)
 
