@@ -74,7 +74,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     from gaca_openrlhf.models.agent import ensure_agent_model
-    from gaca_openrlhf.sft.demos import alfworld_demos, save_demos, webshop_demos
+    from gaca_openrlhf.sft.demos import alfworld_demos, save_demos
+    from gaca_openrlhf.sft.webshop_expert import webshop_demos
     from gaca_openrlhf.sft.train import train_sft
 
     out = Path(args.out)

@@ -9,8 +9,8 @@ demonstrations change with it (the SFT cache key includes a hash of the rendered
 
 ALFWorld: the walkthrough stored with each game (``game.tw-pddl``; the generator stores the handcoded expert's
 winning command list) is replayed through the training env adapter (:class:`agents.alfworld.env.AlfworldEnv`) and
-kept only if it wins. WebShop: :func:`webshop_demos` asks the local server's goal endpoint for each goal's target
-product and plays search -> item -> options -> buy.
+kept only if it wins. WebShop: :func:`gaca_openrlhf.sft.webshop_expert.webshop_demos` asks the local server's goal
+endpoint for each goal's target product and plays search -> item -> options -> buy.
 """
 from __future__ import annotations
 
@@ -129,27 +129,6 @@ def _play(env, game: str, commands: list[str], history_k: int) -> list[DemoStep]
     if not obs.won:
         return None
     return render_episode(env.name, task_text, observations, admissibles, actions, task_id=game, history_k=history_k)
-
-
-def webshop_demos(base_url: str, goal_ids: Iterable[int | str], history_k: int = 2,
-                  progress: Callable[[int, int], None] | None = None) -> tuple[list[DemoStep], dict]:
-    """Expert WebShop episodes from the server's goal endpoint (see :mod:`gaca_openrlhf.sft.webshop_expert`)."""
-    from gaca_openrlhf.sft.webshop_expert import play_goal
-
-    goal_ids = list(goal_ids)
-    steps: list[DemoStep] = []
-    stats = {"goals": len(goal_ids), "won": 0, "not_won": 0, "steps": 0}
-    for i, gid in enumerate(goal_ids):
-        episode = play_goal(base_url, gid, history_k=history_k)
-        if episode:
-            steps.extend(episode)
-            stats["won"] += 1
-        else:
-            stats["not_won"] += 1
-        if progress:
-            progress(i + 1, len(goal_ids))
-    stats["steps"] = len(steps)
-    return steps, stats
 
 
 def save_demos(steps: Sequence[DemoStep], path: str) -> str:

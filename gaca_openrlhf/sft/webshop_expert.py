@@ -10,7 +10,10 @@ does not end with a purchase scoring 1.0 is discarded.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Iterable
+
+from agents.webshop.env import WebShopEnv
+from gaca_openrlhf.sft.demos import DemoStep, render_episode
 
 
 def _option_values(goal_options: Any) -> list[str]:
@@ -32,9 +35,6 @@ def plan_click(admissible: list[str], target: str) -> str | None:
 
 def play_goal(base_url: str, goal_index: int | str, history_k: int = 2, max_pages: int = 3, max_steps: int = 15):
     """Play one goal with the goal-aware demonstrator; return its rendered steps, or None when it did not win."""
-    from agents.webshop.env import WebShopEnv
-    from gaca_openrlhf.sft.demos import render_episode
-
     env = WebShopEnv(base_url=base_url, max_steps=max_steps)
     try:
         task, obs = env.reset(goal_index)
@@ -78,3 +78,22 @@ def play_goal(base_url: str, goal_index: int | str, history_k: int = 2, max_page
                               history_k=history_k)
     finally:
         env.close()
+
+
+def webshop_demos(base_url: str, goal_ids: Iterable[int | str], history_k: int = 2,
+                  progress: Callable[[int, int], None] | None = None) -> tuple[list[DemoStep], dict]:
+    """Expert WebShop episodes (one :func:`play_goal` per goal id) and counts of the won / not won goals."""
+    goal_ids = list(goal_ids)
+    steps: list[DemoStep] = []
+    stats = {"goals": len(goal_ids), "won": 0, "not_won": 0, "steps": 0}
+    for i, gid in enumerate(goal_ids):
+        episode = play_goal(base_url, gid, history_k=history_k)
+        if episode:
+            steps.extend(episode)
+            stats["won"] += 1
+        else:
+            stats["not_won"] += 1
+        if progress:
+            progress(i + 1, len(goal_ids))
+    stats["steps"] = len(steps)
+    return steps, stats
