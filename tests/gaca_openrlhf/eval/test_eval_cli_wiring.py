@@ -1,0 +1,193 @@
+"""``python -m gaca_openrlhf.eval``'s ``main``: what it hands to the episode loop and records (survivors of the
+2026-12-01 fifth-session mutmut run of eval/cli.py). The ALFWorld case uses a hand-written ALFWorld data tree and a
+panel file in its own folder, with the episode loop (``cli.run_episodes``) replaced by a recorder: TextWorld games
+cannot be built from such a tree, and the real loop runs in test_eval_cli_main.py (toy env) and the slow
+end-to-end eval test. vLLM is test_eval_protocol's FakeVLLMGenerator (no engine in a unit test); the tokenizer, the
+panel resolution, the results JSON and the WebShop health check over HTTP are real. Each test names the one-line
+change it catches."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+import gaca_openrlhf.eval.cli as cli
+import gaca_openrlhf.eval.vllm_generator as vg
+from test_eval_protocol import FakeVLLMGenerator, make_tokenizer_dir  # same folder (rootdir import mode)
+
+
+@pytest.fixture
+def model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("model")
+    make_tokenizer_dir(path)
+    return str(path)
+
+
+@pytest.fixture
+def loop(monkeypatch):
+    """Records the tasks and RunConfig main hands to the episode loop; plays no episode."""
+    calls = []
+
+    def run_episodes(tasks, cfg, generator, encode, task_types=None, progress=True, desc="eval"):
+        calls.append((list(tasks), cfg, dict(task_types or {})))
+        return [], {}
+
+    monkeypatch.setattr(cli, "run_episodes", run_episodes)
+    monkeypatch.setattr(vg, "VLLMGenerator", FakeVLLMGenerator)
+    return calls
+
+
+def _alfworld_tree(tmp_path, generated: bool):
+    root = tmp_path / "data"
+    games = []
+    for i in range(3):
+        rel = f"json_2.1.1/valid_seen/pick_and_place_simple-A{i}-None-B-{i}/trial_0"
+        d = root / rel
+        d.mkdir(parents=True)
+        traj = {"task_type": "pick_and_place_simple", **({"generator": {"seed": i}} if generated else {})}
+        (d / "traj_data.json").write_text(json.dumps(traj))
+        (d / "game.tw-pddl").write_text(json.dumps({"solvable": True}))
+        games.append(rel)
+    pdir = tmp_path / "my_panels"
+    pdir.mkdir()
+    (pdir / "mine.json").write_text(json.dumps({"name": "mine", "split": "valid_seen", "games": games[:2]}))
+    return str(root), str(pdir), games[:2]
+
+
+def test_alfworld_run_config_panel_dir_and_generated_data(model, tmp_path, loop, monkeypatch):
+    """Catches in ``main``: ``panel_dir=args.panel_dir`` dropped or None (a panel found only in --panel-dir is
+    not found: exit 2); a RunConfig field dropped or not taken from its option (``env_kwargs``, ``history_k``,
+    ``env_timeout_s``, ``record_actions``, ``invalid_action``); ``generated_data`` not computed for ALFWorld
+    (``args.env == "alfworld"`` misspelt, ``alfworld_generated`` given no data root or no games, or None)."""
+    import transformers
+
+    real = transformers.AutoTokenizer.from_pretrained
+    tok_kw = []
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained",
+                        lambda *a, **k: (tok_kw.append(k), real(*a, **k))[1])
+    root, pdir, games = _alfworld_tree(tmp_path, generated=True)
+    out = tmp_path / "r.json"
+    assert cli.main(["--model", model, "--env", "alfworld", "--panel", "mine", "--data", root, "--panel-dir", pdir,
+                     "--num-envs", "1", "--alfworld-backend", "local", "--out", str(out), "--no-progress",
+                     "--history-k", "3", "--env-timeout", "7", "--record-actions", "--invalid-action", "noop",
+                     "--env-kwargs", '{"x": 1}', "--max-steps", "4", "--max-tokens", "9", "--seed", "5"]) == 0
+    tasks, cfg, types = loop[-1]
+    assert tasks == games and types == {g: "pick_and_place_simple" for g in games}
+    assert cfg.env == "alfworld" and cfg.env_kwargs == {"backend": "local", "data_dir": root, "x": 1}
+    assert (cfg.history_k, cfg.env_timeout_s, cfg.record_actions, cfg.invalid_action) == (3, 7.0, True, "noop")
+    assert (cfg.max_steps, cfg.max_new_tokens, cfg.seed, cfg.num_envs, cfg.prompt_max_len) == (4, 9, 5, 1, 2048)
+    res = json.loads(out.read_text())
+    assert res["config"]["generated_data"] is True and res["config"]["data"] == root
+    # the tokenizer may carry its own code (Qwen-style checkpoints): remote code trusted as for vLLM
+    assert tok_kw and tok_kw[-1].get("trust_remote_code") is True
+
+
+def test_alfworld_real_data_is_not_marked_generated(model, tmp_path, loop):
+    """Catches ``generated_data`` fixed to True / not computed from the games (real ALFWorld games, no generator
+    entry, must be recorded as comparable: false)."""
+    root, pdir, _ = _alfworld_tree(tmp_path, generated=False)
+    out = tmp_path / "r.json"
+    assert cli.main(["--model", model, "--env", "alfworld", "--panel", "mine", "--data", root, "--panel-dir", pdir,
+                     "--num-envs", "1", "--out", str(out), "--no-progress"]) == 0
+    assert json.loads(out.read_text())["config"]["generated_data"] is False
+    assert loop[-1][1].env_kwargs == {"backend": "local", "data_dir": root}  # auto with one env: local
+
+
+def test_toy_env_is_registered_by_main(model, tmp_path, monkeypatch):
+    """Catches ``if args.env == "toy": register()`` inverted or misspelt: a fresh process has no ``toy`` in the
+    environment registry until main adds it (here the registry is emptied of it first), so the run fails."""
+    from agents.registry import ENVIRONMENTS
+
+    monkeypatch.setattr(vg, "VLLMGenerator", FakeVLLMGenerator)
+    monkeypatch.delitem(ENVIRONMENTS, "toy", raising=False)
+    out = tmp_path / "r.json"
+    assert cli.main(["--model", model, "--env", "toy", "--panel", "t", "--num-tasks", "1", "--out", str(out),
+                     "--no-progress", "--max-steps", "2"]) == 0
+    assert json.loads(out.read_text())["num_episodes"] == 1
+
+
+class _Health(BaseHTTPRequestHandler):
+    hits: list = []
+
+    def do_GET(self):  # noqa: N802 (http.server API)
+        _Health.hits.append((self.server.server_address[1], self.path))
+        body = json.dumps({"ok": True, "generated": True}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def health_server():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}", srv.server_address[1]
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_webshop_health_of_the_env_kwargs_url_and_generated_flag(model, tmp_path, loop, health_server, monkeypatch):
+    """Catches: the health check not asking the URL the environments will use (``--env-kwargs`` ``base_url``
+    overrides ``--webshop-url``: ``env_kwargs.get("base_url")`` misspelt, or ``or`` -> ``and``), or the server's
+    ``generated`` answer not recorded as ``generated_data`` (None, or another key)."""
+    url, port = health_server
+    _Health.hits.clear()
+    out = tmp_path / "r.json"
+    # --webshop-url points at a closed port: only the env-kwargs URL answers
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    dead = s.getsockname()[1]
+    s.close()
+    assert cli.main(["--model", model, "--env", "webshop", "--panel", "test", "--num-tasks", "2", "--out", str(out),
+                     "--no-progress", "--webshop-url", f"http://127.0.0.1:{dead}",
+                     "--env-kwargs", json.dumps({"base_url": url})]) == 0
+    assert _Health.hits == [(port, "/health")]
+    res = json.loads(out.read_text())
+    assert res["config"]["generated_data"] is True
+    assert loop[-1][1].env_kwargs == {"base_url": url}
+    # without the override, --webshop-url is the one checked
+    _Health.hits.clear()
+    assert cli.main(["--model", model, "--env", "webshop", "--panel", "test", "--num-tasks", "2", "--out", str(out),
+                     "--no-progress", "--webshop-url", url]) == 0
+    assert _Health.hits == [(port, "/health")]
+
+
+def _die_text(fn, capsys):
+    with pytest.raises(SystemExit) as e:
+        fn()
+    return e.value.code, capsys.readouterr().err
+
+
+def test_error_messages_are_exact(model, tmp_path, monkeypatch, capsys):
+    """Catches an error message of ``env_config`` or ``main`` emptied (``_die(None)``), wrapped in ``XX`` or
+    changed in case: the user is told what is wrong and how to fix it, word for word."""
+    import argparse
+
+    def args(**kw):
+        base = dict(env="alfworld", alfworld_backend="local", num_envs=2, data=None, env_timeout=1.0,
+                    env_kwargs=None, webshop_url=None)
+        return argparse.Namespace(**{**base, **kw})
+
+    code, err = _die_text(lambda: cli.env_config(args()), capsys)
+    assert (code, err) == (2, "error: --alfworld-backend local runs one game per process: use it with --num-envs 1\n")
+    code, err = _die_text(lambda: cli.env_config(args(env="toy", env_kwargs="{nope")), capsys)
+    assert code == 2 and err.startswith("error: --env-kwargs is not JSON: Expecting property name")
+    code, err = _die_text(lambda: cli.env_config(args(env="toy", env_kwargs="[1]")), capsys)
+    assert (code, err) == (2, "error: --env-kwargs must be a JSON object\n")
+    monkeypatch.delenv("ALFWORLD_DATA", raising=False)
+    code, err = _die_text(lambda: cli.main(["--model", model, "--env", "alfworld", "--panel", "eval_id", "--out",
+                                            str(tmp_path / "r.json")]), capsys)
+    assert (code, err) == (2, "error: ALFWorld needs a data root: pass --data DIR or set $ALFWORLD_DATA (generate "
+                              "offline games with `python -m agents.alfworld generate --out DIR --split valid_seen "
+                              "--num-games N`)\n")
