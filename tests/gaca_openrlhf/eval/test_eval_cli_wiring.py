@@ -26,25 +26,40 @@ def model(tmp_path_factory):
     return str(path)
 
 
+class _Loop(list):
+    """The episode loop's calls; also the Ray start-up / shut-down calls main makes around it."""
+
+    ray_inits: list
+    ray_shutdowns: list
+    kw: list
+
+
 @pytest.fixture
 def loop(monkeypatch):
-    """Records the tasks and RunConfig main hands to the episode loop; plays no episode."""
-    calls = []
+    """Records the tasks and RunConfig main hands to the episode loop (plays no episode), and records instead of
+    running ``_init_ray`` / ``ray.shutdown`` (a Ray cluster takes ~10 s; the slow end-to-end eval test starts one)."""
+    import ray
+
+    calls = _Loop()
+    calls.ray_inits, calls.ray_shutdowns, calls.kw = [], [], []
 
     def run_episodes(tasks, cfg, generator, encode, task_types=None, progress=True, desc="eval"):
-        calls.append((list(tasks), cfg, dict(task_types or {})))
+        calls.append((list(tasks), cfg, task_types))
+        calls.kw.append({"progress": progress, "desc": desc})
         return [], {}
 
     monkeypatch.setattr(cli, "run_episodes", run_episodes)
+    monkeypatch.setattr(cli, "_init_ray", lambda n: calls.ray_inits.append(n))
+    monkeypatch.setattr(ray, "shutdown", lambda *a, **k: calls.ray_shutdowns.append(1))
     monkeypatch.setattr(vg, "VLLMGenerator", FakeVLLMGenerator)
     return calls
 
 
-def _alfworld_tree(tmp_path, generated: bool):
+def _alfworld_tree(tmp_path, generated: bool, folder: str = "json_2.1.1/valid_seen"):
     root = tmp_path / "data"
     games = []
     for i in range(3):
-        rel = f"json_2.1.1/valid_seen/pick_and_place_simple-A{i}-None-B-{i}/trial_0"
+        rel = f"{folder}/pick_and_place_simple-A{i}-None-B-{i}/trial_0"
         d = root / rel
         d.mkdir(parents=True)
         traj = {"task_type": "pick_and_place_simple", **({"generator": {"seed": i}} if generated else {})}
@@ -60,15 +75,18 @@ def _alfworld_tree(tmp_path, generated: bool):
 def test_alfworld_run_config_panel_dir_and_generated_data(model, tmp_path, loop, monkeypatch):
     """Catches in ``main``: ``panel_dir=args.panel_dir`` dropped or None (a panel found only in --panel-dir is
     not found: exit 2); a RunConfig field dropped or not taken from its option (``env_kwargs``, ``history_k``,
-    ``env_timeout_s``, ``record_actions``, ``invalid_action``); ``generated_data`` not computed for ALFWorld
-    (``args.env == "alfworld"`` misspelt, ``alfworld_generated`` given no data root or no games, or None)."""
+    ``env_timeout_s``, ``record_actions``, ``invalid_action``) or ``history_k`` not parsed as an int; the panel's
+    task types not passed on; ``generated_data`` not computed for ALFWorld (``args.env == "alfworld"`` misspelt,
+    ``alfworld_generated`` given no data root or no games, or None); the tokenizer loaded without
+    ``trust_remote_code``; the total time a clock reading (``time.time() + t_start``)."""
     import transformers
 
     real = transformers.AutoTokenizer.from_pretrained
     tok_kw = []
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained",
                         lambda *a, **k: (tok_kw.append(k), real(*a, **k))[1])
-    root, pdir, games = _alfworld_tree(tmp_path, generated=True)
+    # games outside json_2.1.1/: the data root's own check says "not generated", only the panel's games tell
+    root, pdir, games = _alfworld_tree(tmp_path, generated=True, folder="extra_games")
     out = tmp_path / "r.json"
     assert cli.main(["--model", model, "--env", "alfworld", "--panel", "mine", "--data", root, "--panel-dir", pdir,
                      "--num-envs", "1", "--alfworld-backend", "local", "--out", str(out), "--no-progress",
@@ -79,10 +97,28 @@ def test_alfworld_run_config_panel_dir_and_generated_data(model, tmp_path, loop,
     assert cfg.env == "alfworld" and cfg.env_kwargs == {"backend": "local", "data_dir": root, "x": 1}
     assert (cfg.history_k, cfg.env_timeout_s, cfg.record_actions, cfg.invalid_action) == (3, 7.0, True, "noop")
     assert (cfg.max_steps, cfg.max_new_tokens, cfg.seed, cfg.num_envs, cfg.prompt_max_len) == (4, 9, 5, 1, 2048)
+    assert loop.kw[-1] == {"progress": False, "desc": "eval alfworld/mine"}
+    assert loop.ray_inits == [] and loop.ray_shutdowns == []  # the local backend needs no Ray
     res = json.loads(out.read_text())
     assert res["config"]["generated_data"] is True and res["config"]["data"] == root
+    assert 0 <= res["timing"]["total_s"] < 600  # a duration, not a clock reading
     # the tokenizer may carry its own code (Qwen-style checkpoints): remote code trusted as for vLLM
     assert tok_kw and tok_kw[-1].get("trust_remote_code") is True
+
+
+def test_alfworld_ray_backend_starts_and_stops_ray(model, tmp_path, loop):
+    """Catches the Ray start-up or shut-down condition changed (``and`` -> ``or``, ``==`` -> ``!=``, the env name,
+    the ``backend`` key or ``"ray"`` misspelt: Ray started for the local backend, or not started / not shut down for
+    the Ray backend), ``_init_ray`` not given the number of env slots, or progress shown under --no-progress
+    inverted (``progress=args.no_progress``)."""
+    root, pdir, games = _alfworld_tree(tmp_path, generated=False)
+    out = tmp_path / "r.json"
+    assert cli.main(["--model", model, "--env", "alfworld", "--panel", "mine", "--data", root, "--panel-dir", pdir,
+                     "--num-envs", "3", "--out", str(out), "--env-timeout", "5"]) == 0
+    assert loop.ray_inits == [3] and loop.ray_shutdowns == [1]
+    assert loop[-1][1].env_kwargs == {"backend": "ray", "data_dir": root, "reset_timeout_s": 5.0,
+                                      "step_timeout_s": 5.0}
+    assert loop.kw[-1] == {"progress": True, "desc": "eval alfworld/mine"}
 
 
 def test_alfworld_real_data_is_not_marked_generated(model, tmp_path, loop):
@@ -94,6 +130,7 @@ def test_alfworld_real_data_is_not_marked_generated(model, tmp_path, loop):
                      "--num-envs", "1", "--out", str(out), "--no-progress"]) == 0
     assert json.loads(out.read_text())["config"]["generated_data"] is False
     assert loop[-1][1].env_kwargs == {"backend": "local", "data_dir": root}  # auto with one env: local
+    assert loop.ray_inits == [] and loop.ray_shutdowns == []
 
 
 def test_toy_env_is_registered_by_main(model, tmp_path, monkeypatch):
@@ -156,6 +193,7 @@ def test_webshop_health_of_the_env_kwargs_url_and_generated_flag(model, tmp_path
     res = json.loads(out.read_text())
     assert res["config"]["generated_data"] is True
     assert loop[-1][1].env_kwargs == {"base_url": url}
+    assert loop.ray_inits == [] and loop.ray_shutdowns == []  # WebShop talks HTTP: no Ray
     # without the override, --webshop-url is the one checked
     _Health.hits.clear()
     assert cli.main(["--model", model, "--env", "webshop", "--panel", "test", "--num-tasks", "2", "--out", str(out),
@@ -191,3 +229,41 @@ def test_error_messages_are_exact(model, tmp_path, monkeypatch, capsys):
     assert (code, err) == (2, "error: ALFWorld needs a data root: pass --data DIR or set $ALFWORLD_DATA (generate "
                               "offline games with `python -m agents.alfworld generate --out DIR --split valid_seen "
                               "--num-games N`)\n")
+
+
+class _Answer(BaseHTTPRequestHandler):
+    status, body, paths = 200, b"{}", []
+
+    def do_GET(self):  # noqa: N802 (http.server API)
+        _Answer.paths.append(self.path)
+        self.send_response(_Answer.status)
+        self.send_header("Content-Length", str(len(_Answer.body)))
+        self.end_headers()
+        self.wfile.write(_Answer.body)
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def answer_server():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Answer)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    _Answer.paths = []
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_check_webshop_url_slash_bad_bytes_and_status(answer_server, capsys):
+    """Catches in ``_check_webshop``: the trailing ``/`` of a URL not stripped (``rstrip("/")`` -> ``rstrip(None)``
+    / ``lstrip`` / another character: ``//health`` asked); a health answer with one invalid UTF-8 byte in a string
+    no longer read (``decode(..., "replace")`` -> strict or an unknown error handler: the ``generated`` flag lost
+    or a crash); a 2xx status other than 200 not reported as ``HTTP <status>`` in the exit-3 message."""
+    _Answer.status, _Answer.body = 200, b'{"generated": true, "name": "caf\xe9"}'
+    health = cli._check_webshop(answer_server + "/")
+    assert _Answer.paths == ["/health"]
+    assert health["generated"] is True and health["name"] == "caf\ufffd"
+    _Answer.status, _Answer.body = 204, b""
+    code, err = _die_text(lambda: cli._check_webshop(answer_server), capsys)
+    assert code == 3 and f"WebShop server {answer_server} is not reachable (HTTP 204)" in err
