@@ -256,12 +256,10 @@ def answer_server():
 
 
 def test_check_webshop_url_slash_bad_bytes_and_status(answer_server, capsys):
-    """Catches in ``_check_webshop``: the trailing ``/`` of a URL not stripped (``rstrip("/")`` -> ``rstrip(None)``
-    / ``lstrip`` / another character: ``//health`` asked); a health answer with one invalid UTF-8 byte in a string
-    no longer read (``decode(..., "replace")`` -> strict or an unknown error handler: the ``generated`` flag lost
-    or a crash); a 2xx status other than 200 not reported as ``HTTP <status>`` in the exit-3 message."""
+    """Catches in ``_check_webshop``: a health answer with one invalid UTF-8 byte in a string no longer read
+    (``decode(..., "replace")`` -> strict or an unknown error handler: the ``generated`` flag lost or a crash); a 2xx status other than 200 not reported as ``HTTP <status>`` in the exit-3 message."""
     _Answer.status, _Answer.body = 200, b'{"generated": true, "name": "caf\xe9"}'
-    health = cli._check_webshop(answer_server + "/")
+    health = cli._check_webshop(answer_server + "/")  # (http.server would answer //health as /health too)
     assert _Answer.paths == ["/health"]
     assert health["generated"] is True and health["name"] == "caf\ufffd"
     _Answer.status, _Answer.body = 204, b""
