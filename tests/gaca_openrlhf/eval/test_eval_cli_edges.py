@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 import gaca_openrlhf.eval.cli as cli
+from http_answer import Server  # same folder (rootdir import mode)
 
 
 # ------------------------------------------------------------------------------------------------- _init_ray
@@ -60,33 +59,6 @@ def test_init_ray_leaves_a_running_ray_alone(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------- WebShop /health
-class Server:
-    """A real HTTP server answering GET with (status, body); records the paths asked for."""
-
-    def __init__(self, status, body):
-        paths = self.paths = []
-
-        class H(BaseHTTPRequestHandler):
-            def do_GET(self):
-                paths.append(self.path)
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *a):
-                pass
-
-        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}"
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.srv.shutdown()
-        self.srv.server_close()
-
-
 @pytest.mark.parametrize("body,expected", [('{"generated": false, "n": 3}', {"generated": False, "n": 3}),
                                            ("not json", {}), ("[1, 2]", {})])
 def test_check_webshop_reads_health(body, expected):

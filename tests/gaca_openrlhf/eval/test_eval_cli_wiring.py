@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 import gaca_openrlhf.eval.cli as cli
 import gaca_openrlhf.eval.vllm_generator as vg
+from http_answer import Server  # same folder (rootdir import mode)
 from test_eval_protocol import FakeVLLMGenerator, make_tokenizer_dir  # same folder (rootdir import mode)
 
 
@@ -146,38 +145,18 @@ def test_toy_env_is_registered_by_main(model, tmp_path, monkeypatch):
     assert json.loads(out.read_text())["num_episodes"] == 1
 
 
-class _Health(BaseHTTPRequestHandler):
-    hits: list = []
-
-    def do_GET(self):  # noqa: N802 (http.server API)
-        _Health.hits.append((self.server.server_address[1], self.path))
-        body = json.dumps({"ok": True, "generated": True}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *a):
-        pass
-
-
 @pytest.fixture
 def health_server():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Health)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}", srv.server_address[1]
-    srv.shutdown()
-    srv.server_close()
+    srv = Server(200, json.dumps({"ok": True, "generated": True}))
+    yield srv
+    srv.close()
 
 
 def test_webshop_health_of_the_env_kwargs_url_and_generated_flag(model, tmp_path, loop, health_server, monkeypatch):
     """Catches: the health check not asking the URL the environments will use (``--env-kwargs`` ``base_url``
     overrides ``--webshop-url``: ``env_kwargs.get("base_url")`` misspelt, or ``or`` -> ``and``), or the server's
     ``generated`` answer not recorded as ``generated_data`` (None, or another key)."""
-    url, port = health_server
-    _Health.hits.clear()
+    url, port = health_server.url, health_server.port
     out = tmp_path / "r.json"
     # --webshop-url points at a closed port: only the env-kwargs URL answers
     import socket
@@ -189,16 +168,16 @@ def test_webshop_health_of_the_env_kwargs_url_and_generated_flag(model, tmp_path
     assert cli.main(["--model", model, "--env", "webshop", "--panel", "test", "--num-tasks", "2", "--out", str(out),
                      "--no-progress", "--webshop-url", f"http://127.0.0.1:{dead}",
                      "--env-kwargs", json.dumps({"base_url": url})]) == 0
-    assert _Health.hits == [(port, "/health")]
+    assert health_server.hits == [(port, "/health")]
     res = json.loads(out.read_text())
     assert res["config"]["generated_data"] is True
     assert loop[-1][1].env_kwargs == {"base_url": url}
     assert loop.ray_inits == [] and loop.ray_shutdowns == []  # WebShop talks HTTP: no Ray
     # without the override, --webshop-url is the one checked
-    _Health.hits.clear()
+    health_server.hits.clear()
     assert cli.main(["--model", model, "--env", "webshop", "--panel", "test", "--num-tasks", "2", "--out", str(out),
                      "--no-progress", "--webshop-url", url]) == 0
-    assert _Health.hits == [(port, "/health")]
+    assert health_server.hits == [(port, "/health")]
 
 
 def _die_text(fn, capsys):
@@ -231,37 +210,20 @@ def test_error_messages_are_exact(model, tmp_path, monkeypatch, capsys):
                               "--num-games N`)\n")
 
 
-class _Answer(BaseHTTPRequestHandler):
-    status, body, paths = 200, b"{}", []
-
-    def do_GET(self):  # noqa: N802 (http.server API)
-        _Answer.paths.append(self.path)
-        self.send_response(_Answer.status)
-        self.send_header("Content-Length", str(len(_Answer.body)))
-        self.end_headers()
-        self.wfile.write(_Answer.body)
-
-    def log_message(self, *a):
-        pass
-
-
 @pytest.fixture
 def answer_server():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Answer)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    _Answer.paths = []
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+    srv = Server()
+    yield srv
+    srv.close()
 
 
 def test_check_webshop_url_slash_bad_bytes_and_status(answer_server, capsys):
     """Catches in ``_check_webshop``: a health answer with one invalid UTF-8 byte in a string no longer read
     (``decode(..., "replace")`` -> strict or an unknown error handler: the ``generated`` flag lost or a crash); a 2xx status other than 200 not reported as ``HTTP <status>`` in the exit-3 message."""
-    _Answer.status, _Answer.body = 200, b'{"generated": true, "name": "caf\xe9"}'
-    health = cli._check_webshop(answer_server + "/")  # (http.server would answer //health as /health too)
-    assert _Answer.paths == ["/health"]
+    answer_server.status, answer_server.body = 200, b'{"generated": true, "name": "caf\xe9"}'
+    health = cli._check_webshop(answer_server.url + "/")  # (http.server would answer //health as /health too)
+    assert answer_server.paths == ["/health"]
     assert health["generated"] is True and health["name"] == "caf\ufffd"
-    _Answer.status, _Answer.body = 204, b""
-    code, err = _die_text(lambda: cli._check_webshop(answer_server), capsys)
-    assert code == 3 and f"WebShop server {answer_server} is not reachable (HTTP 204)" in err
+    answer_server.status, answer_server.body = 204, b""
+    code, err = _die_text(lambda: cli._check_webshop(answer_server.url), capsys)
+    assert code == 3 and f"WebShop server {answer_server.url} is not reachable (HTTP 204)" in err

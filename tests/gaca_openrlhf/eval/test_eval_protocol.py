@@ -434,30 +434,15 @@ def test_results_record_generated_alfworld_data(tmp_path):
 
 
 def test_webshop_health_tells_generated_catalog():
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http_answer import Server  # same folder (rootdir import mode)
 
     from gaca_openrlhf.eval.cli import _check_webshop
 
-    class Health(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = json.dumps({"status": "ok", "generated": True}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Health)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    srv = Server(200, json.dumps({"status": "ok", "generated": True}))
     try:
-        assert _check_webshop(f"http://127.0.0.1:{srv.server_address[1]}")["generated"] is True
+        assert _check_webshop(srv.url)["generated"] is True
     finally:
-        srv.shutdown()
-        srv.server_close()
+        srv.close()
 
 
 # ------------------------------------------------------------------------------------------------ env lifecycle
