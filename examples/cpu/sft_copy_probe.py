@@ -58,6 +58,7 @@ def main():
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--model-size", default="small")
     ap.add_argument("--init", default="", help="start from this model folder (default: a fresh quickstart model)")
+    ap.add_argument("--copy-steps", type=int, default=0, help="synthetic copy pre-training steps before SFT")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
     from gaca_openrlhf.models.agent import SIZES, ensure_agent_model
@@ -73,6 +74,20 @@ def main():
         base = a.init or str(ensure_agent_model([s.prompt for s in train] + [s.response for s in train],
                                                 SIZES[a.model_size]))
         pairs = [(s.prompt, s.response) for s in train]
+        if a.copy_steps and not a.init:
+            from transformers import AutoTokenizer
+
+            from gaca_openrlhf.sft.copy_pretrain import CopyPretrainConfig, copy_pretrain
+            from gaca_openrlhf.sft.train import encode_prompt
+
+            tok = AutoTokenizer.from_pretrained(base)
+            pool = {t for p, r in pairs[:200] for t in encode_prompt(tok, p) + tok(r)["input_ids"]}
+            t0 = time.time()
+            copy_pretrain(base, pool, a.out + "-copy", CopyPretrainConfig(steps=a.copy_steps),
+                          progress=lambda i, n, loss: print(f"copy step {i}/{n} loss {loss:.3f} "
+                                                            f"{time.time() - t0:.0f}s", flush=True)
+                          if i % 50 == 0 or i == n else None)
+            base = a.out + "-copy"
         cfg = SFTConfig(epochs=a.steps / -(-len(pairs) // a.batch_size), lr=a.lr, batch_size=a.batch_size,
                         prompt_loss_weight=a.prompt_loss_weight, augment_prob=a.augment_prob)
         t0 = time.time()
