@@ -113,6 +113,7 @@ class QuickstartConfig:
     sft_lr: float = 2e-3
     sft_prompt_loss_weight: float = 0.0  # next-token loss on prompt tokens, relative weight (sft --prompt-loss-weight)
     sft_augment_prob: float = 0.0  # ALFWorld: rename entity classes in this share of drawn samples (sft --augment-prob)
+    sft_upsample: str = ""  # repeat samples of these action verbs, e.g. take=3,move=3 (sft --upsample)
     eval_seeds: tuple[int, ...] = (0, 1, 2)
     eval_temperature: float = 0.4
     max_steps: int = 15  # episode cap in RL and evaluation (most of the subset's walkthroughs need <= 13)
@@ -352,6 +353,7 @@ def phase_sft(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
     run_logged([sys.executable, "-m", "gaca_openrlhf.sft", *src, "--out", str(warm), "--model-size", cfg.model_size,
                 "--epochs", str(cfg.sft_epochs), "--lr", str(cfg.sft_lr),
                 "--prompt-loss-weight", str(cfg.sft_prompt_loss_weight), "--augment-prob", str(cfg.sft_augment_prob),
+                "--upsample", cfg.sft_upsample,
                 "--no-progress"],
                con.log_dir / "sft.log", env=_env())
     st.warm = str(warm)
@@ -359,6 +361,16 @@ def phase_sft(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
     s = st.sft
     return (f"{s['demos'].get('won')} expert episodes, {s['samples']} step samples, {s['steps']} steps, "
             f"loss {s['loss_first']:.2f} -> {s['loss_last10pct']:.3f}; {warm}")
+
+
+def phase_given_warm_start(st: State, model_dir: str) -> str:
+    path = Path(model_dir).resolve()
+    if not (path / "config.json").is_file():
+        raise PhaseError(f"--warm-start {model_dir}: no model there (config.json missing)")
+    st.warm = str(path)
+    stats = path / "gaca_sft.json"
+    st.sft = json.loads(stats.read_text()) if stats.is_file() else {}
+    return str(path)
 
 
 def _eval_cmd(cfg: QuickstartConfig, st: State, model: str, out_dir: Path, seeds) -> list[str]:
@@ -477,6 +489,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="output folder (default outputs/quickstart[_compare][_webshop])")
     p.add_argument("--stop-after", default=None, choices=["data", "sft", "eval-before"],
                    help="stop after this phase (e.g. to check the warm start alone)")
+    p.add_argument("--warm-start", default=None, metavar="MODEL_DIR",
+                   help="skip SFT and start from this model folder (e.g. an earlier run's warm start)")
     for f in QuickstartConfig.__dataclass_fields__.values():
         if f.name == "env":
             continue
@@ -553,7 +567,10 @@ def main(argv=None) -> int:
             con.phase("data", "WebShop server (generated catalog)", phase_data_webshop, cfg, st, out, con)
         if args.stop_after == "data":
             return 0
-        con.phase("sft", "SFT warm start on expert demonstrations", phase_sft, cfg, st, out, con)
+        if args.warm_start:
+            con.phase("sft", "warm start given (--warm-start): no SFT", phase_given_warm_start, st, args.warm_start)
+        else:
+            con.phase("sft", "SFT warm start on expert demonstrations", phase_sft, cfg, st, out, con)
         if args.stop_after == "sft":
             return 0
         con.phase("eval-before", "held-out eval of the warm start", phase_eval, cfg, st, out, con, "warm_start",

@@ -70,13 +70,15 @@ def main(argv=None) -> int:
         s.add_argument("--augment-prob", type=float, default=SFTConfig.augment_prob,
                        help="ALFWorld: probability that a drawn sample has its object/receptacle names renamed "
                             "consistently (gaca_openrlhf.sft.augment; 0: off)")
+        s.add_argument("--upsample", default=SFTConfig.upsample, metavar="VERB=TIMES,...",
+                       help="repeat samples whose action starts with VERB TIMES times, e.g. take=3,move=3")
         s.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
 
     from gaca_openrlhf.models.agent import ensure_agent_model
     from gaca_openrlhf.sft.demos import alfworld_demos, save_demos
     from gaca_openrlhf.sft.webshop_expert import webshop_demos
-    from gaca_openrlhf.sft.train import train_sft
+    from gaca_openrlhf.sft.train import parse_upsample, train_sft
 
     out = Path(args.out)
     progress = None if args.no_progress else _bar("demonstrations")
@@ -100,7 +102,12 @@ def main(argv=None) -> int:
     spec = SIZES[args.model_size]
     cfg = SFTConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
                     prompt_max_len=args.prompt_max_len, prompt_loss_weight=args.prompt_loss_weight,
-                    augment_prob=args.augment_prob if args.env == "alfworld" else 0.0)
+                    augment_prob=args.augment_prob if args.env == "alfworld" else 0.0, upsample=args.upsample)
+    try:
+        parse_upsample(cfg.upsample)
+    except ValueError as e:
+        print(f"error: --upsample: {e}", file=sys.stderr)
+        return 2
     tmp_demos = out.parent / f".{out.name}.demos.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     demos_hash = save_demos(steps, str(tmp_demos))

@@ -44,6 +44,31 @@ class SFTConfig:
     prompt_loss_weight: float = 0.0
     #: probability that a sample is replaced by its ``augment(...)`` version each time it is drawn (0: never)
     augment_prob: float = 0.0
+    #: ``"take=3,move=3"``: samples whose action starts with that verb count that many times (rare decisions --
+    #: one ``take`` and one ``move`` per ALFWorld episode against several ``go to`` -- get more of the steps)
+    upsample: str = ""
+
+
+def parse_upsample(spec: str) -> dict[str, int]:
+    """``"take=3,move=2"`` -> ``{"take": 3, "move": 2}`` (clear error on a malformed entry)."""
+    out = {}
+    for item in filter(None, (x.strip() for x in spec.split(","))):
+        verb, sep, times = item.partition("=")
+        if not sep or not verb.strip() or not times.strip().isdigit() or int(times) < 1:
+            raise ValueError(f"bad upsample entry {item!r}: expected VERB=TIMES with TIMES >= 1, e.g. take=3")
+        out[verb.strip()] = int(times)
+    return out
+
+
+def upsample_pairs(pairs: Sequence[tuple[str, str]], spec: str) -> list[tuple[str, str]]:
+    """Repeat each (prompt, response) whose ``<action>`` starts with an upsampled verb (see ``SFTConfig.upsample``)."""
+    times = parse_upsample(spec)
+    out = []
+    for prompt, response in pairs:
+        action = response.rpartition("<action>")[2].strip()
+        verb = action.split(" ", 1)[0] if action else ""
+        out.extend([(prompt, response)] * times.get(verb, 1))
+    return out
 
 
 def encode_prompt(tokenizer, text: str) -> list[int]:
@@ -105,6 +130,8 @@ def train_sft(model_dir: str | os.PathLike, pairs: Sequence[tuple[str, str]], ou
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
+    if cfg.upsample:
+        pairs = upsample_pairs(pairs, cfg.upsample)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     samples = encode_samples(tokenizer, pairs, cfg.prompt_max_len)

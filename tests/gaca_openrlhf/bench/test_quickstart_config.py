@@ -85,3 +85,33 @@ def test_search_expert_is_for_task_type_one_only():
     assert cfg_of("--task-types", "1,2", "--expert", "walkthrough").task_types == "1,2"
     with pytest.raises(SystemExit):
         cfg_of("--expert", "oracle")
+
+
+def test_given_warm_start_is_checked_and_used(tmp_path):
+    from gaca_openrlhf.bench.quickstart import PhaseError, phase_given_warm_start
+
+    st = State()
+    with pytest.raises(PhaseError, match="config.json"):
+        phase_given_warm_start(st, str(tmp_path))
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "gaca_sft.json").write_text(json.dumps({"steps": 7}))
+    phase_given_warm_start(st, str(tmp_path))
+    assert st.warm == str(tmp_path.resolve()) and st.sft == {"steps": 7}
+    assert build_parser().parse_args(["--warm-start", "m"]).warm_start == "m"
+
+
+def test_sft_upsample_reaches_the_sft_command(tmp_path, monkeypatch):
+    import gaca_openrlhf.bench.quickstart as qs
+
+    seen = []
+
+    def fake_run(cmd, log, env=None):  # records the SFT command instead of training (what is checked: its flags)
+        seen.append(cmd)
+        raise qs.PhaseError("stop")
+
+    monkeypatch.setattr(qs, "run_logged", fake_run)
+    cfg = cfg_of("--sft-upsample", "take=3,move=3")
+    with pytest.raises(qs.PhaseError):
+        qs.phase_sft(cfg, State(data=str(tmp_path)), tmp_path, qs.Console(tmp_path, 1))
+    cmd = seen[0]
+    assert cmd[cmd.index("--upsample") + 1] == "take=3,move=3"

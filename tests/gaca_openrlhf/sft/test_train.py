@@ -108,3 +108,29 @@ def test_sft_applies_the_augmentation(base, tmp_path):
     train_sft(base, PAIRS, tmp_path / "b", SFTConfig(epochs=2, batch_size=2, augment_prob=0.0), log=lambda m: None,
               augment=aug)
     assert calls == []
+
+
+def test_upsample_repeats_only_the_named_verbs():
+    from gaca_openrlhf.sft.train import upsample_pairs
+
+    pairs = [("p1", "<think>x</think><action>go to desk 1</action>"),
+             ("p2", "<think>take it</think><action>take pen 1 from bed 1</action>"),
+             ("p3", "<think>y</think><action>move pen 1 to desk 1</action>")]
+    out = upsample_pairs(pairs, "take=3, move=2")
+    assert [p for p, _ in out] == ["p1", "p2", "p2", "p2", "p3", "p3"]
+    assert upsample_pairs(pairs, "") == pairs
+
+
+@pytest.mark.parametrize("bad", ["take", "take=0", "=2", "take=x", "take=-1"])
+def test_upsample_rejects_malformed_entries(bad):
+    from gaca_openrlhf.sft.train import parse_upsample
+
+    with pytest.raises(ValueError, match="VERB=TIMES"):
+        parse_upsample(bad)
+
+
+def test_sft_counts_upsampled_samples(base, tmp_path):
+    """Catches: SFTConfig.upsample ignored by the training loop."""
+    stats = train_sft(base, PAIRS, tmp_path / "u", SFTConfig(epochs=1, batch_size=1, upsample="take=3"),
+                      log=lambda m: None)
+    assert stats["samples"] == 4 and stats["steps"] == 4
