@@ -100,20 +100,21 @@ class QuickstartConfig:
     env: str = "alfworld"
     task_types: str = "1"  # ALFWorld task types of the easier subset (1 = pick_and_place_simple)
     max_receptacles: int = 6  # easier subset: receptacles per room (0 = the floor plan's all)
-    max_distractor_types: int = -1  # easier subset: other object classes per room (-1 = all)
+    max_distractor_types: int = 0  # easier subset: other object classes per room (-1 = all; 0 = only the goal's)
     expert: str = "search"  # ALFWorld demonstrations: search (observation-consistent) | walkthrough (privileged)
-    train_games: int = 96  # 569 searcher step samples (<= 6 receptacles): the best-formed warm start measured
+    train_games: int = 64  # 367 searcher step samples (<= 6 receptacles, no distractors)
     heldout_games: int = 16
     data_seed: int = 0
     webshop_products: int = 1000
     webshop_data: str = ""  # WebShop's data folder (default $WEBSHOP_DATA)
     webshop_generated: bool = False  # opt in to a generated catalog (default: $WEBSHOP_GENERATED == 1)
     model_size: str = "small"
-    sft_epochs: float = 8.0  # 576 SFT steps: every response well-formed (3 epochs on 32 games: mostly malformed)
+    sft_epochs: float = 38.5  # ~3000 SFT steps on the 623 upsampled samples: object copying appears after ~2000
     sft_lr: float = 2e-3
-    sft_prompt_loss_weight: float = 0.0  # next-token loss on prompt tokens, relative weight (sft --prompt-loss-weight)
-    sft_augment_prob: float = 0.0  # ALFWorld: rename entity classes in this share of drawn samples (sft --augment-prob)
-    sft_upsample: str = ""  # repeat samples of these action verbs, e.g. take=3,move=3 (sft --upsample)
+    sft_prompt_loss_weight: float = 0.3  # next-token loss on prompt tokens, relative weight (sft --prompt-loss-weight)
+    sft_augment_prob: float = 0.8  # ALFWorld: rename entity classes in this share of drawn samples (sft --augment-prob)
+    sft_upsample: str = "take=3,move=3"  # repeat samples of these action verbs (sft --upsample)
+    sft_cycles: int = 2  # cosine cycles with restarts, the second at half the lr (sft --cycles)
     eval_seeds: tuple[int, ...] = (0, 1, 2)
     eval_temperature: float = 0.4
     max_steps: int = 15  # episode cap in RL and evaluation (most of the subset's walkthroughs need <= 13)
@@ -353,7 +354,7 @@ def phase_sft(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
     run_logged([sys.executable, "-m", "gaca_openrlhf.sft", *src, "--out", str(warm), "--model-size", cfg.model_size,
                 "--epochs", str(cfg.sft_epochs), "--lr", str(cfg.sft_lr),
                 "--prompt-loss-weight", str(cfg.sft_prompt_loss_weight), "--augment-prob", str(cfg.sft_augment_prob),
-                "--upsample", cfg.sft_upsample,
+                "--upsample", cfg.sft_upsample, "--cycles", str(cfg.sft_cycles),
                 "--no-progress"],
                con.log_dir / "sft.log", env=_env())
     st.warm = str(warm)

@@ -72,6 +72,8 @@ def main(argv=None) -> int:
                             "consistently (gaca_openrlhf.sft.augment; 0: off)")
         s.add_argument("--upsample", default=SFTConfig.upsample, metavar="VERB=TIMES,...",
                        help="repeat samples whose action starts with VERB TIMES times, e.g. take=3,move=3")
+        s.add_argument("--cycles", type=int, default=SFTConfig.cycles,
+                       help="cosine learning-rate cycles with restarts, cycle c peaking at lr * 0.5**c")
         s.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
 
@@ -102,7 +104,8 @@ def main(argv=None) -> int:
     spec = SIZES[args.model_size]
     cfg = SFTConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
                     prompt_max_len=args.prompt_max_len, prompt_loss_weight=args.prompt_loss_weight,
-                    augment_prob=args.augment_prob if args.env == "alfworld" else 0.0, upsample=args.upsample)
+                    augment_prob=args.augment_prob if args.env == "alfworld" else 0.0, upsample=args.upsample,
+                    cycles=args.cycles)
     try:
         parse_upsample(cfg.upsample)
     except ValueError as e:

@@ -134,3 +134,28 @@ def test_sft_counts_upsampled_samples(base, tmp_path):
     stats = train_sft(base, PAIRS, tmp_path / "u", SFTConfig(epochs=1, batch_size=1, upsample="take=3"),
                       log=lambda m: None)
     assert stats["samples"] == 4 and stats["steps"] == 4
+
+
+def test_lr_factor_restarts_each_cycle_at_a_decayed_peak():
+    from gaca_openrlhf.sft.train import lr_factor
+
+    # one cycle: warmup to 1, cosine to ~0
+    assert lr_factor(0, 100, 10) == pytest.approx(0.1)
+    assert lr_factor(9, 100, 10) == pytest.approx(1.0)
+    assert lr_factor(55, 100, 10) == pytest.approx(0.5)
+    assert lr_factor(99, 100, 10) < 0.01
+    # second cycle: the same shape at half the peak
+    assert lr_factor(109, 100, 10) == pytest.approx(0.5)
+    assert lr_factor(155, 100, 10) == pytest.approx(0.25)
+    assert lr_factor(155, 100, 10, cycle_decay=1.0) == pytest.approx(0.5)
+
+
+def test_sft_uses_the_cycles(base, tmp_path, monkeypatch):
+    """Catches: SFTConfig.cycles not reaching the schedule (the lr at the restart must jump back up)."""
+    import gaca_openrlhf.sft.train as train
+
+    seen = []
+    real = train.lr_factor
+    monkeypatch.setattr(train, "lr_factor", lambda s, c, w, d=0.5: (seen.append((s, c)), real(s, c, w, d))[1])
+    train_sft(base, PAIRS, tmp_path / "c", SFTConfig(epochs=4, batch_size=1, cycles=2), log=lambda m: None)
+    assert {c for _, c in seen} == {4}
