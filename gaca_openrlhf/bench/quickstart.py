@@ -1,6 +1,7 @@
 """The CPU quickstart: show an agent learning, end to end, on 2 cores (``bash scripts/quickstart.sh``).
 
     python -m gaca_openrlhf.bench [--smoke] [--compare] [--env alfworld|webshop] [--out outputs/quickstart]
+                                  [--warm-start MODEL_DIR] [--stop-after data|sft|eval-before] [size knobs]
 
 Phases (one status line each; every command's full output goes to ``<out>/logs/<phase>.log``):
 

@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from gaca_openrlhf.sft.train import lr_factor
+
 
 @dataclass
 class CopyPretrainConfig:
@@ -90,9 +92,7 @@ def copy_pretrain(model_dir: str | os.PathLike, token_ids: Sequence[int], out_di
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     warmup = max(1, int(cfg.warmup_frac * cfg.steps))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: (s + 1) / warmup if s < warmup
-        else 0.5 * (1 + math.cos(math.pi * (s - warmup) / max(1, cfg.steps - warmup))))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, cfg.steps, warmup))
     model.train()
     losses, accs, t0 = [], [], time.time()
     for step in range(1, cfg.steps + 1):
