@@ -3,13 +3,19 @@
 Cheaper than a full evaluation (no vLLM, no environment): it decodes greedily with transformers on 40 sampled
 demonstration prompts of each set and counts the expert's exact action and admissible actions per verb
 (``go`` / ``open`` / ``take`` / ``move``). ``take`` and ``move`` need the object's name copied from the prompt --
-the capability the quickstart model lacks (see gaca_openrlhf/bench/quickstart.py's status).
+the capability the from-scratch quickstart model acquires last (after ~2000 SFT steps; see
+gaca_openrlhf/bench/quickstart.py's status).
 
     # demonstrations: <warm start>/demos.jsonl (written by python -m gaca_openrlhf.sft); held-out ones e.g. with
     #   gaca_openrlhf.sft.demos.alfworld_demos(ROOT, games_of_valid_seen, expert="search") + save_demos
     python examples/cpu/sft_copy_probe.py --demos TRAIN.jsonl --heldout HELD.jsonl --steps 600 \
         --prompt-loss-weight 0.3 --augment-prob 0.8 --out /tmp/probe1
     python examples/cpu/sft_copy_probe.py --demos TRAIN.jsonl --heldout HELD.jsonl --steps 0 --init WARM  # probe only
+    # the runs behind the quickstart recipe (no-distractor games; 3000 steps = 1500 + 1500 from the first model):
+    python examples/cpu/sft_copy_probe.py --demos TRAIN.jsonl --heldout HELD.jsonl --steps 1500 --upsample take=3,move=3 \
+        --prompt-loss-weight 0.3 --augment-prob 0.8 --out /tmp/d
+    python examples/cpu/sft_copy_probe.py --demos TRAIN.jsonl --heldout HELD.jsonl --steps 1500 --upsample take=3,move=3 \
+        --prompt-loss-weight 0.3 --augment-prob 0.8 --lr 1e-3 --init /tmp/d --out /tmp/f
 """
 import argparse
 import random
@@ -54,6 +60,7 @@ def main():
     ap.add_argument("--steps", type=int, default=300, help="SFT steps (0: probe --init as it is)")
     ap.add_argument("--prompt-loss-weight", type=float, default=0.0)
     ap.add_argument("--augment-prob", type=float, default=0.0)
+    ap.add_argument("--upsample", default="", help="e.g. take=3,move=3 (sft --upsample)")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--model-size", default="small")
@@ -88,8 +95,11 @@ def main():
                                                             f"{time.time() - t0:.0f}s", flush=True)
                           if i % 50 == 0 or i == n else None)
             base = a.out + "-copy"
-        cfg = SFTConfig(epochs=a.steps / -(-len(pairs) // a.batch_size), lr=a.lr, batch_size=a.batch_size,
-                        prompt_loss_weight=a.prompt_loss_weight, augment_prob=a.augment_prob)
+        from gaca_openrlhf.sft.train import upsample_pairs
+
+        n = len(upsample_pairs(pairs, a.upsample))
+        cfg = SFTConfig(epochs=a.steps / -(-n // a.batch_size), lr=a.lr, batch_size=a.batch_size,
+                        prompt_loss_weight=a.prompt_loss_weight, augment_prob=a.augment_prob, upsample=a.upsample)
         t0 = time.time()
         train_sft(base, pairs, a.out, cfg, augment=Renamer([p for p, _ in pairs]) if a.augment_prob else None,
                   progress=lambda i, n, loss: print(f"step {i}/{n} loss {loss:.3f} {time.time() - t0:.0f}s",
