@@ -58,7 +58,8 @@ not yet added the 10 points** (README, "Measured", has the same figures and comm
   part of the recipe. Tied embeddings made the 1500-step probe worse (5/40 held-out).
 
 Next: RL settings that move held-out success (larger groups, lr between 3e-5 and 1e-4, more iterations within the
-budget), then ``--compare`` (~9.5 min per 8-iteration run + 1.2 min eval: ~1 h 45 min for 3 methods x 3 seeds).
+budget), then ``--compare`` (8 iterations per run, ~9.5 min with its evaluation: ~1 h 45 min for 3 methods x 3
+seeds after the warm start).
 """
 from __future__ import annotations
 
@@ -122,6 +123,9 @@ PRESETS = {
                               rl_mini_batch_steps=8, num_envs=3),
 }
 COMPARE_SEEDS = (0, 1, 2)
+#: RL iterations per run in a full --compare: 9 runs x (~8 min RL + ~1.3 min eval) + the ~15 min warm start fits the
+#: 2-hour budget on 2 cores (12 iterations, the single-run default, would not)
+COMPARE_RL_ITERATIONS = 8
 
 
 # ------------------------------------------------------------------------------------------------ console
@@ -495,7 +499,8 @@ def config_from_args(args) -> QuickstartConfig:
     cfg = replace(PRESETS["smoke" if args.smoke else "full"], env=args.env)
     if args.compare:
         cfg = replace(cfg, methods=METHODS, rl_seeds=COMPARE_SEEDS if not args.smoke else (0, 1, 2),
-                      eval_seeds=cfg.eval_seeds if not args.smoke else (0,))
+                      eval_seeds=cfg.eval_seeds if not args.smoke else (0,),
+                      rl_iterations=cfg.rl_iterations if args.smoke else COMPARE_RL_ITERATIONS)
     over = {}
     for name in QuickstartConfig.__dataclass_fields__:
         v = getattr(args, name, None)

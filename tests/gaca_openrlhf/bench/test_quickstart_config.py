@@ -19,6 +19,10 @@ def test_presets_and_overrides():
     assert cfg_of("--eval-seeds", "4,5").eval_seeds == (4, 5)
     cmp = cfg_of("--compare")
     assert cmp.methods == METHODS and len(cmp.rl_seeds) == 3
+    # the 2-hour compare budget: fewer iterations than a single run, one budget for every method; overridable
+    assert cmp.rl_iterations < full.rl_iterations
+    assert cfg_of("--compare", "--rl-iterations", "5").rl_iterations == 5
+    assert cfg_of("--compare", "--smoke").rl_iterations == smoke.rl_iterations
     with pytest.raises(SystemExit):
         cfg_of("--methods", "gaca,ppo_typo")
 
