@@ -53,6 +53,21 @@ class SFTConfig:
     cycle_decay: float = 0.5
 
 
+def save_model(model, tokenizer, out_dir: str | os.PathLike, stats_file: str, stats: dict) -> Path:
+    """Write model, tokenizer and ``stats_file`` (JSON) to a temporary sibling folder, then rename it to
+    ``out_dir``: a reader never sees a half-written model."""
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    (tmp / stats_file).write_text(json.dumps(stats, indent=1))
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return out
+
+
 def lr_factor(step: int, cycle: int, warmup: int, cycle_decay: float = 0.5) -> float:
     """Learning-rate multiplier at ``step``: linear warmup then cosine to 0 within each cycle of ``cycle`` steps;
     cycle ``c`` (0-based) peaks at ``cycle_decay ** c`` (one cycle = the classic warmup + cosine schedule)."""
@@ -184,21 +199,13 @@ def train_sft(model_dir: str | os.PathLike, pairs: Sequence[tuple[str, str]], ou
         if progress:
             progress(step, total, losses[-1])
     model.eval()
-    out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".sft-", dir=out.parent))
-    model.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
     tail = losses[-max(1, len(losses) // 10):]
     stats = {"samples": len(samples), "steps": total, "epochs": cfg.epochs, "seconds": round(time.time() - t0, 1),
              "loss_first": losses[0], "loss_last10pct": sum(tail) / len(tail),
              "prompt_tokens_mean": sum(len(p) for p, _ in samples) / len(samples),
              "prompt_tokens_max": max(len(p) for p, _ in samples),
              "response_tokens_mean": sum(len(r) for _, r in samples) / len(samples), "config": asdict(cfg)}
-    (tmp / "gaca_sft.json").write_text(json.dumps(stats, indent=1))
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
+    save_model(model, tokenizer, out_dir, "gaca_sft.json", stats)
     log(f"SFT: {stats['samples']} samples, {total} steps, loss {stats['loss_first']:.3f} -> "
         f"{stats['loss_last10pct']:.3f} in {stats['seconds']} s")
     return stats
