@@ -52,7 +52,7 @@ def test_data_phase_panels_have_the_requested_sizes(tmp_path, monkeypatch):
     base = cfg_of("--smoke")
     for n_train in (2, 1):
         out = tmp_path / f"out{n_train}"
-        cfg = replace(base, train_games=n_train, heldout_games=1)
+        cfg = replace(base, train_games=n_train, heldout_games=1, rl_pool_games=0)
         st = State()
         phase_data_alfworld(cfg, st, out, Console(out, 1))
         train = json.loads((out / "data" / "train_panel.json").read_text())
@@ -62,6 +62,29 @@ def test_data_phase_panels_have_the_requested_sizes(tmp_path, monkeypatch):
         assert held["split"] == "valid_seen" and set(held["task_types"]) == {"pick_and_place_simple"}
         tasks = [json.loads(x)["input"] for x in (out / "data" / "train_tasks.jsonl").read_text().splitlines()]
         assert tasks == train["games"]
+
+
+def test_rl_trains_on_its_own_pool_never_on_sft_or_heldout_games(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from gaca_openrlhf.bench.quickstart import Console, phase_data_alfworld
+
+    monkeypatch.setenv("GACA_CACHE", str(tmp_path / "cache"))
+    cfg = replace(cfg_of("--smoke"), train_games=2, heldout_games=2, rl_pool_games=3)
+    st = State()
+    detail = phase_data_alfworld(cfg, st, tmp_path / "out", Console(tmp_path / "out", 1))
+    assert "RL pool" in detail and st.rl_data != st.data  # bug caught: RL pointed at the SFT games' root
+    train = json.loads((tmp_path / "out" / "data" / "train_panel.json").read_text())
+    assert train["num_games"] == 2  # the SFT games are unchanged by the pool
+    tasks = [json.loads(x)["input"] for x in (tmp_path / "out" / "data" / "train_tasks.jsonl").read_text().splitlines()]
+    # bug caught: the pool generated with the SFT games' seed (its first games would be the SFT games, same ids)
+    assert 1 <= len(tasks) <= 3 and not set(tasks) & set(train["games"])
+    held = json.loads((tmp_path / "out" / "data" / "heldout_panel.json").read_text())
+    assert not {Path(t).parent.name for t in tasks} & {Path(g).parent.name for g in held["games"]}
+    for t in tasks:  # task ids resolve under the root the RL env is given, and are games of the train split
+        assert t.startswith("json_2.1.1/train/") and (Path(st.rl_data) / t).is_dir()
+    cmd = rl_command(cfg, st, tmp_path / "run", "gaca", 0)
+    assert json.loads(cmd[cmd.index("--env.kwargs") + 1])["data_dir"] == st.rl_data
 
 
 def test_data_phase_generates_the_documented_subset(tmp_path, monkeypatch):
