@@ -255,8 +255,8 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
     if cfg.max_distractor_types >= 0:
         caps.append(("d", "--max-distractor-types", cfg.max_distractor_types, "distractor classes"))
     subset = "".join(f"-{tag}{value}" for tag, _, value, _ in caps)
-    root = (cache_root() / "quickstart"
-            / f"alfworld-t{types.replace(',', '')}{subset}-s{cfg.data_seed}-n{cfg.train_games}x{cfg.heldout_games}")
+    stem = cache_root() / "quickstart" / f"alfworld-t{types.replace(',', '')}{subset}"
+    root = stem.with_name(f"{stem.name}-s{cfg.data_seed}-n{cfg.train_games}x{cfg.heldout_games}")
     extra = [arg for _, flag, value, _ in caps for arg in (flag, str(value))]
 
     def generate(root: Path, split: str, n: int, seed: int) -> None:
@@ -293,7 +293,7 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
         # RL's own games: the warm start has memorised the SFT games, so their groups are mostly all-success and carry
         # little advantage signal; fresh games of the same subset (another generator seed) are where it still fails
         pool_seed = RL_POOL_SEED_OFFSET + cfg.data_seed
-        pool = root.with_name(f"{root.name.rsplit('-s', 1)[0]}-s{pool_seed}-rl{cfg.rl_pool_games}")
+        pool = stem.with_name(f"{stem.name}-s{pool_seed}-rl{cfg.rl_pool_games}")
         generate(pool, "train", cfg.rl_pool_games, pool_seed)
         held_names = {Path(g).parent.name for g in held["games"]}
         rl_games = [g for g in build_panel(str(pool), "quickstart_rl_pool", "train", task_types=type_ids)["games"]
