@@ -117,6 +117,12 @@ class QuickstartConfig:
     rl_n: int = 4
     rl_lr: float = 1e-4  # measured, 12 iterations of 8 x 4: +4.2 points held-out (3e-5: +0.0, 2e-4: +2.1)
     rl_mini_batch_steps: int = 32
+    # KL loss to the warm start (train_ppo --algo.kl.init_coef/--algo.kl.use_loss); 0 = none. The step trainer
+    # needs the loss form: one advantage per step leaves no per-token reward to fold a KL penalty into.
+    rl_kl_coef: float = 0.0
+    # k3 (Schulman's low-variance estimator, GRPO's and verl-agent's low_var_kl) or k2: as a loss both pull toward the
+    # warm start; k1's loss gradient is zero in expectation on-policy, so it regularises nothing
+    rl_kl_estimator: str = "k3"
     rl_seeds: tuple[int, ...] = (0,)
     methods: tuple[str, ...] = ("gaca",)
     num_envs: int = 8
@@ -431,12 +437,14 @@ def rl_command(cfg: QuickstartConfig, st: State, run_dir: Path, method: str, see
         "--rollout.temperature", "1.0", "--rollout.micro_batch_size", "4", "--rollout.max_new_tokens",
         str(cfg.max_new_tokens), "--train.micro_batch_size", "2", "--train.max_epochs", "1",
         "--gaca.mini_batch_steps", str(cfg.rl_mini_batch_steps), "--train.num_episodes", "1000",
-        "--train.seed", str(seed), "--algo.advantage.estimator", method, "--algo.kl.init_coef", "0",
+        "--train.seed", str(seed), "--algo.advantage.estimator", method, "--algo.kl.init_coef", str(cfg.rl_kl_coef),
         "--actor.adam.lr", str(cfg.rl_lr), "--actor.lr_warmup_ratio", "0", "--ds.zero_stage", "2",
         "--ds.attn_implementation", "sdpa", "--gaca.max_iterations", str(cfg.rl_iterations),
         "--env.name", cfg.env, "--env.max_steps", str(cfg.max_steps),
         "--ckpt.output_dir", str(run_dir), "--ckpt.path", str(run_dir / "ckpt"), "--ckpt.save_steps", "-1",
     ]
+    if cfg.rl_kl_coef > 0:
+        cmd += ["--algo.kl.use_loss", "--algo.kl.estimator", cfg.rl_kl_estimator]
     if cfg.env == "alfworld":
         cmd += ["--env.kwargs", json.dumps({"backend": "ray", "data_dir": st.rl_data or st.data, "num_cpus": 0})]
     else:
@@ -553,6 +561,9 @@ def config_from_args(args) -> QuickstartConfig:
     if cfg.env == "alfworld" and cfg.expert == "search" and cfg.task_types.replace(" ", "") != "1":
         raise SystemExit("--expert search plays task type 1 (pick_and_place_simple) only; "
                          "use --expert walkthrough for other task types")
+    if cfg.rl_kl_coef < 0 or cfg.rl_kl_estimator not in ("k1", "k2", "k3"):
+        raise SystemExit(f"--rl-kl-coef must be >= 0 (got {cfg.rl_kl_coef}) and --rl-kl-estimator one of k1, k2, k3 "
+                         f"(got {cfg.rl_kl_estimator!r})")
     if cfg.expert not in ("search", "walkthrough"):
         raise SystemExit(f"unknown --expert {cfg.expert!r}; expected search or walkthrough")
     from gaca_openrlhf.advantages import list_estimators  # every registered step estimator (hgpo, empg, ...)

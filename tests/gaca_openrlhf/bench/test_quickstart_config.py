@@ -42,6 +42,22 @@ def test_rl_command_is_accepted_by_the_project_parser(tmp_path):
     assert Path(args.ckpt.output_dir) == tmp_path / "run"
 
 
+def test_kl_to_the_warm_start_reaches_train_ppo_as_a_loss(tmp_path):
+    from gaca_openrlhf.cli.train_ppo import parse_args
+
+    st = State(data=str(tmp_path / "games"), train_tasks=str(tmp_path / "tasks.jsonl"), warm=str(tmp_path / "warm"))
+    off = parse_args(rl_command(cfg_of("--smoke"), st, tmp_path / "run", "gaca", 0)[3:])
+    assert off.algo.kl.init_coef == 0 and not off.algo.kl.use_loss
+    on = parse_args(rl_command(cfg_of("--smoke", "--rl-kl-coef", "0.05"), st, tmp_path / "run", "gaca", 0)[3:])
+    # the step trainer refuses a KL penalty in the reward; the loss form with a KL estimator that has a gradient
+    assert on.algo.kl.init_coef == 0.05 and on.algo.kl.use_loss and on.algo.kl.estimator == "k3"
+    k2 = cfg_of("--rl-kl-coef", "0.01", "--rl-kl-estimator", "k2")
+    assert parse_args(rl_command(k2, st, tmp_path / "run", "gaca", 0)[3:]).algo.kl.estimator == "k2"
+    for bad in (["--rl-kl-coef", "-0.1"], ["--rl-kl-estimator", "k4"]):
+        with pytest.raises(SystemExit):
+            cfg_of(*bad)
+
+
 def test_data_phase_panels_have_the_requested_sizes(tmp_path, monkeypatch):
     """Two sizes with the same seed must not share a folder: a panel lists every game of its split folder."""
     from dataclasses import replace
