@@ -117,6 +117,8 @@ class QuickstartConfig:
     rl_n: int = 4
     rl_lr: float = 1e-4  # measured, 12 iterations of 8 x 4: +4.2 points held-out (3e-5: +0.0, 2e-4: +2.1)
     rl_mini_batch_steps: int = 32
+    # rollout sampling temperature in RL (verl-agent trains at 1.0 and evaluates at 0.4, as does this quickstart)
+    rl_temperature: float = 1.0
     # KL loss to the warm start (train_ppo --algo.kl.init_coef/--algo.kl.use_loss); 0 = none. The step trainer
     # needs the loss form: one advantage per step leaves no per-token reward to fold a KL penalty into.
     rl_kl_coef: float = 0.0
@@ -434,7 +436,7 @@ def rl_command(cfg: QuickstartConfig, st: State, run_dir: Path, method: str, see
         "--data.input_key", "input", "--data.max_len", "2048" if cfg.env == "alfworld" else "4096",
         "--data.prompt_dataset", st.train_tasks,
         "--rollout.batch_size", str(cfg.rl_tasks_per_iter), "--rollout.n_samples_per_prompt", str(cfg.rl_n),
-        "--rollout.temperature", "1.0", "--rollout.micro_batch_size", "4", "--rollout.max_new_tokens",
+        "--rollout.temperature", str(cfg.rl_temperature), "--rollout.micro_batch_size", "4", "--rollout.max_new_tokens",
         str(cfg.max_new_tokens), "--train.micro_batch_size", "2", "--train.max_epochs", "1",
         "--gaca.mini_batch_steps", str(cfg.rl_mini_batch_steps), "--train.num_episodes", "1000",
         "--train.seed", str(seed), "--algo.advantage.estimator", method, "--algo.kl.init_coef", str(cfg.rl_kl_coef),
@@ -561,6 +563,8 @@ def config_from_args(args) -> QuickstartConfig:
     if cfg.env == "alfworld" and cfg.expert == "search" and cfg.task_types.replace(" ", "") != "1":
         raise SystemExit("--expert search plays task type 1 (pick_and_place_simple) only; "
                          "use --expert walkthrough for other task types")
+    if cfg.rl_temperature <= 0:
+        raise SystemExit(f"--rl-temperature must be > 0 (got {cfg.rl_temperature}); RL samples its rollouts")
     if cfg.rl_kl_coef < 0 or cfg.rl_kl_estimator not in ("k1", "k2", "k3"):
         raise SystemExit(f"--rl-kl-coef must be >= 0 (got {cfg.rl_kl_coef}) and --rl-kl-estimator one of k1, k2, k3 "
                          f"(got {cfg.rl_kl_estimator!r})")

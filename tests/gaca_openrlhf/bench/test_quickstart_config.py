@@ -38,6 +38,11 @@ def test_rl_command_is_accepted_by_the_project_parser(tmp_path):
     assert args.algo.advantage.estimator == "gigpo" and args.train.seed == 3
     assert args.actor.model_name_or_path == st.warm and args.gaca.max_iterations == cfg.rl_iterations
     assert args.rollout.n_samples_per_prompt == cfg.rl_n >= 2
+    assert args.rollout.temperature == cfg.rl_temperature == 1.0  # verl-agent's training temperature by default
+    hot = parse_args(rl_command(cfg_of("--smoke", "--rl-temperature", "0.4"), st, tmp_path / "run", "gaca", 0)[3:])
+    assert hot.rollout.temperature == 0.4
+    with pytest.raises(SystemExit):
+        cfg_of("--rl-temperature", "0")
     assert json.loads(args.env.kwargs)["data_dir"] == st.data
     assert Path(args.ckpt.output_dir) == tmp_path / "run"
 
