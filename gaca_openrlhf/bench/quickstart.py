@@ -63,11 +63,11 @@ not yet added the 10 points** (README, "Measured", has the same figures and comm
   GRPO 38.2 +- 2.0 %, GiGPO 39.6 +- 3.4 %, GACA 38.2 +- 5.5 % (population SD over training seeds) -- every method
   *below* the warm start at this budget, differences of one or two games (README has the table and the plot).
 
-- after the compare (GACA seed 0; README has the table): a k3 KL loss to the warm start (``--rl-kl-coef 0.05``)
-  37.5 %, the same at lr 5e-4 43.8 %, rollouts at the eval temperature on the pool (``--rl-temperature 0.4
-  --rl-pool-games 192``) 41.7 %. RL on 8 fixed SFT games at lr 5e-4 raises their temperature-1.0 training success
-  0.50 -> 0.78 but not their success at the eval temperature 0.4 (83.3 -> 75.0 %), and held-out falls to 14.6 %.
-  RL at 1.0 mostly sharpens toward the mode that a 0.4 evaluation already plays.
+- after the compare (GACA; README has the table): a k3 KL loss to the warm start (``--rl-kl-coef 0.05``) 38.9 +- 2.0 %
+  over training seeds 0-2; seed 0 only: the same at lr 5e-4 43.8 %, rollouts at the eval temperature on the pool
+  (``--rl-temperature 0.4 --rl-pool-games 192``) 41.7 %. RL on 8 fixed SFT games at lr 5e-4 raises their
+  temperature-1.0 training success 0.50 -> 0.78 but not their success at the eval temperature 0.4 (83.3 -> 75.0 %),
+  and held-out falls to 14.6 %. RL at 1.0 mostly sharpens toward the mode that a 0.4 evaluation already plays.
 
 Next: a model that generalises past its SFT games (more games, a larger model), or many more RL episodes.
 """
