@@ -62,7 +62,6 @@ not yet added the 10 points** (README, "Measured", has the same figures and comm
 - full ``--compare`` from that warm start (8 iterations per run, 3 x 3 runs, 91 min 58 s): final held-out success
   GRPO 38.2 +- 2.0 %, GiGPO 39.6 +- 3.4 %, GACA 38.2 +- 5.5 % (population SD over training seeds) -- every method
   *below* the warm start at this budget, differences of one or two games (README has the table and the plot).
-
 - after the compare (GACA; README has the table): a k3 KL loss to the warm start (``--rl-kl-coef 0.05``) 38.9 +- 2.0 %
   over training seeds 0-2; seed 0 only: the same at lr 5e-4 43.8 %, rollouts at the eval temperature on the pool
   (``--rl-temperature 0.4 --rl-pool-games 192``) 41.7 %. RL on 8 fixed SFT games at lr 5e-4 raises their

@@ -11,6 +11,17 @@ def cfg_of(*argv):
     return config_from_args(build_parser().parse_args(list(argv)))
 
 
+def state_in(tmp_path):
+    return State(data=str(tmp_path / "games"), train_tasks=str(tmp_path / "tasks.jsonl"), warm=str(tmp_path / "warm"))
+
+
+def train_ppo_args(cfg, tmp_path, method="gaca", seed=0):
+    """The RL command of ``cfg`` as the real train_ppo parser reads it."""
+    from gaca_openrlhf.cli.train_ppo import parse_args
+
+    return parse_args(rl_command(cfg, state_in(tmp_path), tmp_path / "run", method, seed)[3:])
+
+
 def test_presets_and_overrides():
     full, smoke = cfg_of(), cfg_of("--smoke")
     assert full.methods == ("gaca",) and full.eval_seeds == (0, 1, 2)
@@ -31,7 +42,7 @@ def test_rl_command_is_accepted_by_the_project_parser(tmp_path):
     from gaca_openrlhf.cli.train_ppo import parse_args
 
     cfg = cfg_of("--smoke")
-    st = State(data=str(tmp_path / "games"), train_tasks=str(tmp_path / "tasks.jsonl"), warm=str(tmp_path / "warm"))
+    st = state_in(tmp_path)
     cmd = rl_command(cfg, st, tmp_path / "run", "gigpo", 3)
     assert cmd[1:3] == ["-m", "gaca_openrlhf.cli.train_ppo"]
     args = parse_args(cmd[3:])
@@ -39,8 +50,7 @@ def test_rl_command_is_accepted_by_the_project_parser(tmp_path):
     assert args.actor.model_name_or_path == st.warm and args.gaca.max_iterations == cfg.rl_iterations
     assert args.rollout.n_samples_per_prompt == cfg.rl_n >= 2
     assert args.rollout.temperature == cfg.rl_temperature == 1.0  # verl-agent's training temperature by default
-    hot = parse_args(rl_command(cfg_of("--smoke", "--rl-temperature", "0.4"), st, tmp_path / "run", "gaca", 0)[3:])
-    assert hot.rollout.temperature == 0.4
+    assert train_ppo_args(cfg_of("--smoke", "--rl-temperature", "0.4"), tmp_path).rollout.temperature == 0.4
     with pytest.raises(SystemExit):
         cfg_of("--rl-temperature", "0")
     assert json.loads(args.env.kwargs)["data_dir"] == st.data
@@ -48,16 +58,13 @@ def test_rl_command_is_accepted_by_the_project_parser(tmp_path):
 
 
 def test_kl_to_the_warm_start_reaches_train_ppo_as_a_loss(tmp_path):
-    from gaca_openrlhf.cli.train_ppo import parse_args
-
-    st = State(data=str(tmp_path / "games"), train_tasks=str(tmp_path / "tasks.jsonl"), warm=str(tmp_path / "warm"))
-    off = parse_args(rl_command(cfg_of("--smoke"), st, tmp_path / "run", "gaca", 0)[3:])
+    off = train_ppo_args(cfg_of("--smoke"), tmp_path)
     assert off.algo.kl.init_coef == 0 and not off.algo.kl.use_loss
-    on = parse_args(rl_command(cfg_of("--smoke", "--rl-kl-coef", "0.05"), st, tmp_path / "run", "gaca", 0)[3:])
+    on = train_ppo_args(cfg_of("--smoke", "--rl-kl-coef", "0.05"), tmp_path)
     # the step trainer refuses a KL penalty in the reward; the loss form with a KL estimator that has a gradient
     assert on.algo.kl.init_coef == 0.05 and on.algo.kl.use_loss and on.algo.kl.estimator == "k3"
     k2 = cfg_of("--rl-kl-coef", "0.01", "--rl-kl-estimator", "k2")
-    assert parse_args(rl_command(k2, st, tmp_path / "run", "gaca", 0)[3:]).algo.kl.estimator == "k2"
+    assert train_ppo_args(k2, tmp_path).algo.kl.estimator == "k2"
     for bad in (["--rl-kl-coef", "-0.1"], ["--rl-kl-estimator", "k4"]):
         with pytest.raises(SystemExit):
             cfg_of(*bad)
