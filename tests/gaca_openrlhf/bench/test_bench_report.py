@@ -30,7 +30,9 @@ def _eval(seed, won, types):
     for t in sorted(set(types)):
         ws = [e["won"] for e in eps if e["task_type"] == t]
         per[t] = {"success_rate": sum(ws) / len(ws), "num_episodes": len(ws)}
-    return {"success_rate": sum(won) / len(won), "per_task_type": per, "config": {"seed": seed}, "episodes": eps}
+    return {"success_rate": sum(won) / len(won), "per_task_type": per, "config": {"seed": seed}, "episodes": eps,
+            "repeat_action_ratio": 0.1 * (seed + 1), "admissible_action_ratio": 0.9, "valid_action_ratio": 1.0,
+            "mean_steps": 4.0 + seed}
 
 
 def _write_eval(d, results):
@@ -76,6 +78,10 @@ def test_quickstart_report_has_before_after_per_type_and_plots(tmp_path):
     md = (tmp_path / "report.md").read_text()
     assert "25.0 +- 0.0" in md  # warm start: 1/4 on every seed
     assert "75.0 +- 20.4" in md  # after: 0.75, 0.5, 1.0 -> population SD 0.204 (sample SD would be 25.0)
+    # behaviour: repeat ratio 0.1 / 0.2 / 0.3 on seeds 0-2 -> 20.0 +- 8.2; steps 4 / 5 / 6 -> 5.0 +- 0.8
+    assert "| repeats the previous step's action | 20.0 +- 8.2 | 20.0 +- 8.2 |" in md
+    assert "| steps per episode | 5.0 +- 0.8 | 5.0 +- 0.8 |" in md
+    assert "temperature 1.0;" in md and "KL loss" not in md
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["held_out_after"]["per_seed"] == [0.75, 0.5, 1.0]
     assert summary["delta_points"] == pytest.approx(50.0)
@@ -119,3 +125,20 @@ def test_report_labels_the_easier_subset_and_the_demonstrator():
     assert f"at most {PRESETS['full'].max_receptacles} receptacles" in text and "searcher" in text
     full_rooms = _data_md(replace(PRESETS["full"], max_receptacles=0, expert="walkthrough"), State(panel="p.json"))
     assert "receptacles per room" not in full_rooms and "walkthroughs" in full_rooms
+
+
+def test_quickstart_report_names_the_rl_temperature_and_kl(tmp_path):
+    # catches: the RL line printing a fixed temperature (it once said 1.0 whatever --rl-temperature was)
+    types = ["t"] * 2
+    for label in ("warm_start", "after_rl"):
+        _write_eval(tmp_path / "eval" / label, [_eval(0, [1, 0], types)])
+    _metrics(tmp_path / "runs" / "gaca_seed0", [0.5], [0.7])
+    st = _state(tmp_path, {"gaca_seed0": str(tmp_path / "runs" / "gaca_seed0")})
+    st.evals = {k: str(tmp_path / "eval" / k) for k in ("warm_start", "after_rl")}
+    cfg = QuickstartConfig(rl_temperature=0.4, rl_kl_coef=0.05, eval_seeds=(0,))
+    report.write_quickstart_report(tmp_path, cfg, st, {"mode": "quickstart"}, {"rl": 1.0})
+    md = (tmp_path / "report.md").read_text()
+    assert "temperature 0.4, KL loss 0.05 (k3);" in md
+    # evaluation files from before the loop counters existed: n/a, not a crash
+    old = [{k: v for k, v in _eval(0, [1, 0], types).items() if k != "repeat_action_ratio"}]
+    assert math.isnan(report.behaviour_stats(old)["repeat_action_ratio"][0])

@@ -636,7 +636,8 @@ def test_summary_numbers_by_hand():
             "t2": {"num_episodes": 1, "num_failed": 1, "success_rate": 0.0, "mean_score": 0.0, "mean_steps": None},
             "unknown": {"num_episodes": 1, "num_failed": 0, "success_rate": 0.0, "mean_score": 0.5,
                         "mean_steps": 8.0}},
-        "num_tasks": 2, "task_solved_any_rate": 0.5}
+        "num_tasks": 2, "task_solved_any_rate": 0.5,
+        "repeat_action_ratio": None, "admissible_action_ratio": None}  # records without the loop counters
     nan = runner_mod.summarize([_rec("a", 0, "t", False, float("nan"), 1, 1, 0, 1, False)])
     assert nan["mean_score"] is None and nan["success_rate"] == 0.0  # non-finite numbers become null
 
@@ -656,3 +657,33 @@ def test_record_task_type_and_valid_ratio(monkeypatch):
                            task_types={"plain": "from_panel"})
     assert [r["task_type"] for r in recs] == ["pretty", "from_panel", ""]
     assert [r["valid_action_ratio"] for r in recs] == [0.5, 0.5, 0.5]
+
+
+def test_loop_and_admissible_counters(monkeypatch):
+    # catches: a repeat counted on the first step or against the wrong step, admissibility read from the observation
+    # the action led to (StoryEnv lists act-<t> before step t, act-<t+1> after it), the ratios' denominators swapped
+    monkeypatch.setattr(runner_mod, "make_env", lambda name, **c: StoryEnv())
+    monkeypatch.setattr(runner_mod, "prompt_template", lambda name: TOY_PROMPT)
+    cfg = RunConfig(env="story", num_envs=1, prompt_max_len=10_000, max_steps=4)
+    looped, _ = run_episodes(["a"], cfg, Recorder("look"), encode, progress=False)  # look, look, look, look
+    listed, _ = run_episodes(["b"], cfg, StoryAgent(), encode, progress=False)  # act-0, act-1, act-2, act-3
+    assert [(r["steps"], r["repeat_steps"], r["listed_steps"], r["admissible_steps"]) for r in looped + listed] == [
+        (4, 3, 4, 0), (4, 0, 4, 4)]
+    s = runner_mod.summarize(looped + listed)
+    assert (s["repeat_action_ratio"], s["admissible_action_ratio"]) == (3 / 8, 4 / 8)
+    # a step where the environment listed nothing counts in the repeat ratio only
+    unlisted = dict(looped[0], steps=2, repeat_steps=1, listed_steps=0, admissible_steps=0)
+    s = runner_mod.summarize([unlisted, listed[0]])
+    assert (s["repeat_action_ratio"], s["admissible_action_ratio"]) == (1 / 6, 1.0)
+
+
+@pytest.mark.parametrize("action,listed,expected", [
+    ("go to shelf 1", ["go to shelf 1", "look"], True),
+    ("go to shelf 2", ["go to shelf 1", "look"], False),
+    ("search[red shoes]", ["search[<your query>]", "click[back to search]"], True),  # WebShop's search template
+    ("click[red shoes]", ["search[<your query>]", "click[back to search]"], False),
+    ("search[red shoes", ["search[<your query>]"], False),
+    ("click[buy now]", ["click[<product>]x"], False),
+])
+def test_is_listed(action, listed, expected):
+    assert runner_mod.is_listed(action, listed) is expected
