@@ -49,8 +49,8 @@ def test_rl_command_is_accepted_by_the_project_parser(tmp_path):
     assert args.algo.advantage.estimator == "gigpo" and args.train.seed == 3
     assert args.actor.model_name_or_path == st.warm and args.gaca.max_iterations == cfg.rl_iterations
     assert args.rollout.n_samples_per_prompt == cfg.rl_n >= 2
-    assert args.rollout.temperature == cfg.rl_temperature == 1.0  # verl-agent's training temperature by default
-    assert train_ppo_args(cfg_of("--smoke", "--rl-temperature", "0.4"), tmp_path).rollout.temperature == 0.4
+    assert args.rollout.temperature == cfg.rl_temperature == 0.4  # the evaluation temperature by default
+    assert train_ppo_args(cfg_of("--smoke", "--rl-temperature", "1.0"), tmp_path).rollout.temperature == 1.0
     with pytest.raises(SystemExit):
         cfg_of("--rl-temperature", "0")
     assert json.loads(args.env.kwargs)["data_dir"] == st.data
