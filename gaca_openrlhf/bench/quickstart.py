@@ -33,13 +33,24 @@ the same training seeds and budget, then the held-out evaluation of every run an
 ``--smoke`` runs the same phases at minimum size (the CI path, <= 8 minutes on an idle 2-core box).
 
 Status of the learning target (held-out success after RL >= warm start + 10 points in <= 30 minutes after setup),
-measured on the 2-core development VM, 2026-12-01 -- **the warm start now solves 43.8 % of the held-out panel; RL has
-not yet added the 10 points** (README, "Measured", has the same figures and commands):
+measured on the 2-core development VM -- **not reached: RL holds the warm start's held-out success but does not add
+10 points** (README, "Measured", has the same figures and commands):
 
-- warm start, this file's defaults (``python -m gaca_openrlhf.bench --stop-after eval-before``, idle box): 64 games,
+- this file's defaults, 2026-12-02: 256 SFT games, 2582 step samples, 3101 SFT steps in 15 min 15 s (loss 8.74 ->
+  0.109; games generated in 1 min 11 s); warm start **47.9 +- 2.9 %** held-out (the 64-game warm start below: 43.8 %,
+  at the same cost). GACA RL from it at the evaluation temperature 0.4, 12 iterations, training seeds 0 / 1 / 2:
+  9 min 57 s / 10 min 47 s / 11 min 20 s, held-out **52.1 / 50.0 / 43.8 % -> 48.6 +- 3.5 %** (+0.7 points; population
+  SD over training seeds). Phases summed for seed 0: ~29 minutes. The share of steps that repeat the previous
+  action fell from 0.28 to 0.23 (seeds' mean); the same warm start trained at temperature 1.0 (8 iterations, seed
+  0) fell to 39.6 % and its repeats rose to 0.34, as with the 64-game warm start below.
+
+Earlier, with 64 SFT games (``--train-games 64 --sft-epochs 38.5``) and RL at temperature 1.0
+(``--rl-temperature 1.0``), 2026-12-01:
+
+- warm start (``python -m gaca_openrlhf.bench --stop-after eval-before`` with those two flags, idle box): 64 games,
   623 step samples after upsampling, 3003 SFT steps in 14 min 24 s (loss 8.89 -> 0.061); held-out 43.8 +- 0.0 %
   (the same 7 of 16 games won on each of the 3 seeds; eval 68 s).
-- GACA RL from it with the defaults (8 tasks x n=4 per iteration, lr 1e-4, 12 iterations, 11 min 38 s): training
+- GACA RL from it (8 tasks x n=4 per iteration, lr 1e-4, 12 iterations, 11 min 38 s): training
   success 0.34-0.84 without a clear trend, **held-out 47.9 +- 2.9 % after (+4.2 points**; one more game, CellPhone,
   won on every seed). Phases summed: ~28.5 minutes with the games cached. The same at lr 3e-5 (12 min 25 s): 43.8
   +- 0.0 % after (+0.0 points); at lr 2e-4 (10 min 13 s): 45.8 +- 2.9 % (+2.1 points). From a sibling warm start
@@ -57,18 +68,18 @@ not yet added the 10 points** (README, "Measured", has the same figures and comm
   offsets) did not form an induction mechanism in 1500-2000 steps (loss stayed at ln(token pool)), so it is not
   part of the recipe. Tied embeddings made the 1500-step probe worse (5/40 held-out).
 
-- RL on 192 other games of the subset (``--rl-pool-games 192``) instead of the SFT games, otherwise the defaults:
+- RL on 192 other games of the subset (``--rl-pool-games 192``) instead of the SFT games, otherwise as above:
   training success 0.16-0.59, held-out 29.2 +- 2.9 % after (-14.6 points, 15 min 20 s).
 - full ``--compare`` from that warm start (8 iterations per run, 3 x 3 runs, 91 min 58 s): final held-out success
   GRPO 38.2 +- 2.0 %, GiGPO 39.6 +- 3.4 %, GACA 38.2 +- 5.5 % (population SD over training seeds) -- every method
   *below* the warm start at this budget, differences of one or two games (README has the table and the plot).
 - after the compare (GACA; README has the table): a k3 KL loss to the warm start (``--rl-kl-coef 0.05``) 38.9 +- 2.0 %
   over training seeds 0-2; seed 0 only: the same at lr 5e-4 43.8 %, rollouts at the eval temperature on the pool
-  (``--rl-temperature 0.4 --rl-pool-games 192``) 41.7 %. RL on 8 fixed SFT games at lr 5e-4 raises their
+  (``--rl-temperature 0.4 --rl-pool-games 192``) 41.7 %, at 0.4 on the SFT games 39.6 +- 7.8 %. RL on 8 fixed SFT games at lr 5e-4 raises their
   temperature-1.0 training success 0.50 -> 0.78 but not their success at the eval temperature 0.4 (83.3 -> 75.0 %),
   and held-out falls to 14.6 %. RL at 1.0 mostly sharpens toward the mode that a 0.4 evaluation already plays.
 
-Next: a model that generalises past its SFT games (more games, a larger model), or many more RL episodes.
+Next: a larger model within the SFT budget, or many more RL episodes (a GPU run).
 """
 from __future__ import annotations
 
