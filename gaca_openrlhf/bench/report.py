@@ -336,6 +336,7 @@ def write_compare_report(out: Path, cfg, st, record: dict, timings: dict) -> str
         f"# GRPO vs GiGPO vs GACA from one warm start ({record.get('mode')}, {cfg.env})", "",
         "## Setup", "", _data_md(cfg, st), "", _sft_md(st), "",
         f"Each method: {cfg.rl_iterations} iterations x {cfg.rl_tasks_per_iter} tasks x n={cfg.rl_n}, lr {cfg.rl_lr}, "
+        f"rollout temperature {cfg.rl_temperature}, "
         f"training seeds {', '.join(map(str, cfg.rl_seeds))} (same budget, same tasks, same warm start). Held-out "
         f"evaluation seeds {', '.join(map(str, cfg.eval_seeds))}; a run's final success is its mean over those seeds.",
         "", f"Warm start on the held-out panel: {pm(mb, sb)} %.", "",

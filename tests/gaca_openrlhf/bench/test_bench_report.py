@@ -106,9 +106,10 @@ def test_compare_report_tables_and_bands(tmp_path):
             runs[label], evals[label] = str(tmp_path / "runs" / label), str(tmp_path / "eval" / label)
     st = _state(tmp_path, runs)
     st.evals = evals
-    report.write_compare_report(tmp_path, QuickstartConfig(rl_seeds=(0, 1), eval_seeds=(0,)), st,
+    report.write_compare_report(tmp_path, QuickstartConfig(rl_seeds=(0, 1), eval_seeds=(0,), rl_temperature=0.7), st,
                                 {"mode": "compare"}, {"rl": 1.0})
     md = (tmp_path / "report.md").read_text()
+    assert "rollout temperature 0.7," in md
     assert "| gaca | 75.0 +- 25.0 |" in md and "| grpo | 25.0 +- 25.0 |" in md
     assert "| gaca | grpo | 2 / 0 / 0 |" in md
     assert (tmp_path / "plots" / "success_rate_bands.png").stat().st_size > 1000
