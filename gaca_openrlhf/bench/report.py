@@ -285,7 +285,7 @@ def write_quickstart_report(out: Path, cfg, st, record: dict, timings: dict) -> 
         f"{cfg.eval_temperature}, 1 episode per task per seed. Command: `{run_dir / 'command.txt'}`.", "",
         "## Held-out success (%)", "",
         table(["task type", "warm start", "after RL", "change (points)", "per seed (before / after)"], rows), "",
-        "## Behaviour on the held-out panel (% of steps; mean +- population SD over seeds)", "",
+        "## Behaviour on the held-out panel (mean +- population SD over seeds; ratios in % of steps)", "",
         table(["", "warm start", "after RL"], behaviour), "",
         "## Learning curve", "", "![learning curve](plots/learning_curve.png)", "",
         "![lambda](plots/lambda.png)", "",
