@@ -42,7 +42,8 @@ measured on the 2-core development VM -- **not reached: RL holds the warm start'
   9 min 57 s / 10 min 47 s / 11 min 20 s, held-out **52.1 / 50.0 / 43.8 % -> 48.6 +- 3.5 %** (+0.7 points; population
   SD over training seeds). Phases summed for seed 0: ~29 minutes. The share of steps that repeat the previous
   action fell from 0.28 to 0.23 (seeds' mean); the same warm start trained at temperature 1.0 (8 iterations, seed
-  0) fell to 39.6 % and its repeats rose to 0.34, as with the 64-game warm start below.
+  0) fell to 39.6 % and its repeats rose to 0.34, as with the 64-game warm start below. At ``--rl-lr 3e-4`` (0.4,
+  seed 0): 35.4 +- 2.9 %, repeats 0.42, actions on the admissible list 0.52 -> 0.38.
 
 Earlier, with 64 SFT games (``--train-games 64 --sft-epochs 38.5``) and RL at temperature 1.0
 (``--rl-temperature 1.0``), 2026-12-01:
