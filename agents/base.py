@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 
 class EnvError(RuntimeError):
@@ -73,6 +73,16 @@ def takes_validity(env) -> bool:
         return "valid" in inspect.signature(env.step).parameters
     except (TypeError, ValueError):
         return False
+
+
+def is_listed(action: str, listed: Sequence[str]) -> bool:
+    """Whether ``action`` is one of the environment's admissible actions. An entry with a ``<placeholder>`` in
+    brackets (WebShop's ``search[<your query>]``) admits any argument: ``search[red shoes]``."""
+    if action in listed:
+        return True
+    head, sep, _ = action.partition("[")
+    return bool(sep) and action.endswith("]") and any(
+        a.startswith(head + "[<") and a.endswith(">]") for a in listed)
 
 
 def step_env(env, action: str, valid: bool, invalid_action: str = "execute", pass_validity: bool | None = None):

@@ -153,6 +153,15 @@ class QuickstartConfig:
     rl_seeds: tuple[int, ...] = (0,)
     methods: tuple[str, ...] = ("gaca",)
     num_envs: int = 8
+    # step samples per forward/backward in RL training (train_ppo --train.micro_batch_size); rl_mini_batch_steps must
+    # be a multiple of it. It sets how the gradient of an update is accumulated, not the update itself.
+    rl_micro_batch: int = 2
+    # where RL runs ALFWorld's engines: "ray" = one Ray worker process per episode slot (crash isolation, parallel
+    # steps; the GPU recipes), "local" = threads in the rollout actor taking turns on one lock (agents/alfworld/README)
+    rl_env_backend: str = "ray"
+    # what counts as an invalid (penalised) step in RL: "format" (verl-agent) or "admissible" (ablation: also an
+    # action off the admissible list; half the warm start's held-out actions are off it)
+    rl_validity: str = "format"
 
 
 PRESETS = {
@@ -462,18 +471,21 @@ def rl_command(cfg: QuickstartConfig, st: State, run_dir: Path, method: str, see
         "--data.prompt_dataset", st.train_tasks,
         "--rollout.batch_size", str(cfg.rl_tasks_per_iter), "--rollout.n_samples_per_prompt", str(cfg.rl_n),
         "--rollout.temperature", str(cfg.rl_temperature), "--rollout.micro_batch_size", "4", "--rollout.max_new_tokens",
-        str(cfg.max_new_tokens), "--train.micro_batch_size", "2", "--train.max_epochs", "1",
+        str(cfg.max_new_tokens), "--train.micro_batch_size", str(cfg.rl_micro_batch), "--train.max_epochs", "1",
         "--gaca.mini_batch_steps", str(cfg.rl_mini_batch_steps), "--train.num_episodes", "1000",
         "--train.seed", str(seed), "--algo.advantage.estimator", method, "--algo.kl.init_coef", str(cfg.rl_kl_coef),
         "--actor.adam.lr", str(cfg.rl_lr), "--actor.lr_warmup_ratio", "0", "--ds.zero_stage", "2",
         "--ds.attn_implementation", "sdpa", "--gaca.max_iterations", str(cfg.rl_iterations),
-        "--env.name", cfg.env, "--env.max_steps", str(cfg.max_steps),
+        "--env.name", cfg.env, "--env.max_steps", str(cfg.max_steps), "--env.validity", cfg.rl_validity,
         "--ckpt.output_dir", str(run_dir), "--ckpt.path", str(run_dir / "ckpt"), "--ckpt.save_steps", "-1",
     ]
     if cfg.rl_kl_coef > 0:
         cmd += ["--algo.kl.use_loss", "--algo.kl.estimator", cfg.rl_kl_estimator]
     if cfg.env == "alfworld":
-        cmd += ["--env.kwargs", json.dumps({"backend": "ray", "data_dir": st.rl_data or st.data, "num_cpus": 0})]
+        env_kwargs = {"backend": cfg.rl_env_backend, "data_dir": st.rl_data or st.data}
+        if cfg.rl_env_backend == "ray":
+            env_kwargs["num_cpus"] = 0
+        cmd += ["--env.kwargs", json.dumps(env_kwargs)]
     else:
         cmd += ["--env.kwargs", json.dumps({"base_url": st.webshop_url}), "--gaca.mode", "mean_norm"]
     return cmd
@@ -593,6 +605,13 @@ def config_from_args(args) -> QuickstartConfig:
     if cfg.rl_kl_coef < 0 or cfg.rl_kl_estimator not in ("k1", "k2", "k3"):
         raise SystemExit(f"--rl-kl-coef must be >= 0 (got {cfg.rl_kl_coef}) and --rl-kl-estimator one of k1, k2, k3 "
                          f"(got {cfg.rl_kl_estimator!r})")
+    if cfg.rl_validity not in ("format", "admissible"):
+        raise SystemExit(f"unknown --rl-validity {cfg.rl_validity!r}; expected format or admissible")
+    if cfg.rl_env_backend not in ("ray", "local"):
+        raise SystemExit(f"unknown --rl-env-backend {cfg.rl_env_backend!r}; expected ray or local")
+    if cfg.rl_micro_batch < 1 or cfg.rl_mini_batch_steps % cfg.rl_micro_batch:
+        raise SystemExit(f"--rl-mini-batch-steps ({cfg.rl_mini_batch_steps}) must be a multiple of --rl-micro-batch "
+                         f"({cfg.rl_micro_batch}, >= 1)")
     if cfg.expert not in ("search", "walkthrough"):
         raise SystemExit(f"unknown --expert {cfg.expert!r}; expected search or walkthrough")
     from gaca_openrlhf.advantages import list_estimators  # every registered step estimator (hgpo, empg, ...)

@@ -56,6 +56,9 @@ def add_project_args(parser: argparse.ArgumentParser) -> None:
     e.add_argument("--env.invalid_action", default="execute", choices=["execute", "noop"],
                    help="an invalid response (bad format): 'execute' its projected action and only penalise it "
                         "(verl-agent), or 'noop': the environment answers it as an unknown command")
+    e.add_argument("--env.validity", default="format", choices=["format", "admissible"],
+                   help="what is_action_valid checks: 'format' (verl-agent: the response's tags) or 'admissible' "
+                        "(ablation: also an action off the environment's admissible list is invalid and penalised)")
     e.add_argument("--env.max_failed_frac", type=float, default=0.5,
                    help="an iteration with more failed episodes than this counts as failing; failing in iteration 1 "
                         "stops training at once (a broken environment setup)")

@@ -31,7 +31,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
-from agents.base import step_env, takes_validity
+from agents.base import is_listed, step_env, takes_validity
 from agents.parsing import judge_response
 from agents.prompts import StepMemory, encode_step_prompt, fit_prompt, render_step_prompt
 from agents.registry import make_env, prompt_template
@@ -293,16 +293,6 @@ def run_episodes(tasks: Sequence[str], cfg: RunConfig, generator: Generator, enc
         if bar is not None:
             bar.close()
     return [r for r in records if r is not None], timing
-
-
-def is_listed(action: str, listed: Sequence[str]) -> bool:
-    """Whether ``action`` is one of the environment's admissible actions. An entry with a ``<placeholder>`` in
-    brackets (WebShop's ``search[<your query>]``) admits any argument: ``search[red shoes]``."""
-    if action in listed:
-        return True
-    head, sep, _ = action.partition("[")
-    return bool(sep) and action.endswith("]") and any(
-        a.startswith(head + "[<") and a.endswith(">]") for a in listed)
 
 
 def _record(ep: _Episode, task_types: dict, cfg: RunConfig) -> dict:

@@ -6,7 +6,8 @@ concurrently per task (one call = one episode; the n calls form the task's group
 encoded by :func:`agents.prompts.encode_step_prompt`, the same function evaluation uses), samples one response with
 per-token log-probs (always: GACA needs them), projects the action as verl-agent does and steps the environment:
 by default the projected action is executed even when the response is invalid (``RolloutConfig.invalid_action``),
-and the step history holds the projected action.
+and the step history holds the projected action. Validity is the format check (verl-agent's); the ablation
+``RolloutConfig.validity="admissible"`` also marks an action off the admissible list invalid.
 
 The return value is one dict per *episode* holding per-step records (see :func:`_step_record`); the project's
 samples generator (:mod:`gaca_openrlhf.trainer.samples`) turns each step into its own training sample.
@@ -23,7 +24,7 @@ from copy import deepcopy
 
 from openrlhf.utils.agent import AgentExecutorBase
 
-from agents.base import step_env, takes_validity
+from agents.base import is_listed, step_env, takes_validity
 from agents.parsing import judge_response
 from agents.prompts import StepMemory, anchor_id, encode_step_prompt, fit_prompt, render_step_prompt
 from agents.registry import make_env, prompt_template
@@ -106,6 +107,8 @@ class AgentExecutor(AgentExecutorBase):
             # verl-agent's projection (+ truncated/empty = invalid); the projected action is what runs and is kept
             parsed = judge_response(gen.text, gen.finish_reason, len(response_ids), self.template.tail_chars)
             valid = parsed.valid
+            if cfg.validity == "admissible" and valid and obs.admissible_actions:
+                valid = is_listed(parsed.action, obs.admissible_actions)
 
             if self._kills_left and t == self.config.kill_worker_at_step and getattr(env, "_actor", None) is not None:
                 self._kills_left -= 1

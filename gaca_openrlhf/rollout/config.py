@@ -12,6 +12,7 @@ from typing import Any
 
 ENV_VAR = "GACA_ROLLOUT_CONFIG"
 INVALID_ACTION_MODES = ("execute", "noop")
+VALIDITY_MODES = ("format", "admissible")
 
 
 def check_invalid_action(mode: str) -> str:
@@ -37,6 +38,10 @@ class RolloutConfig:
     # only penalised through is_action_valid) or "noop" (this project's older rule: the environment answers it
     # as an unknown command without executing it; environments whose step() takes no ``valid`` execute it anyway)
     invalid_action: str = "execute"
+    # which responses count as valid (is_action_valid, hence the invalid-action penalty c): "format" (verl-agent:
+    # the projection's format check only) or "admissible" (an ablation: also an action off the environment's
+    # admissible list is invalid; a step whose list is empty is judged on format alone)
+    validity: str = "format"
     # fault drill (tests): kill the env's Ray worker (``env._actor``) at this step of the first
     # ``kill_worker_episodes`` episodes that reach it (-1: never)
     kill_worker_at_step: int = -1
@@ -44,6 +49,8 @@ class RolloutConfig:
 
     def __post_init__(self) -> None:
         check_invalid_action(self.invalid_action)
+        if self.validity not in VALIDITY_MODES:
+            raise ValueError(f"validity must be one of {VALIDITY_MODES}, got {self.validity!r}")
 
     def to_env(self) -> dict[str, str]:
         return {ENV_VAR: json.dumps(asdict(self))}

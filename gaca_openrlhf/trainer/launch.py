@@ -37,6 +37,7 @@ def rollout_config(args) -> RolloutConfig:
         max_new_tokens=max_new,
         env_timeout_s=args.env.timeout_s,
         invalid_action=args.env.invalid_action,
+        validity=args.env.validity,
         kill_worker_at_step=args.env.kill_worker_at_step,
     )
 

@@ -170,3 +170,19 @@ def test_sft_upsample_reaches_the_sft_command(tmp_path, monkeypatch):
         qs.phase_sft(cfg, State(data=str(tmp_path)), tmp_path, qs.Console(tmp_path, 1))
     cmd = seen[0]
     assert cmd[cmd.index("--upsample") + 1] == "take=3,move=3"
+
+
+def test_rl_env_backend_micro_batch_and_validity_reach_train_ppo(tmp_path):
+    ray_args = train_ppo_args(cfg_of("--smoke", "--rl-env-backend", "ray"), tmp_path)
+    assert json.loads(ray_args.env.kwargs) == {"backend": "ray", "data_dir": state_in(tmp_path).data, "num_cpus": 0}
+    local = json.loads(train_ppo_args(cfg_of("--smoke", "--rl-env-backend", "local"), tmp_path).env.kwargs)
+    # bug caught: a Ray-only option (num_cpus) handed to the in-process env, whose constructor rejects it
+    assert local == {"backend": "local", "data_dir": state_in(tmp_path).data}
+    args = train_ppo_args(cfg_of("--rl-micro-batch", "8", "--rl-mini-batch-steps", "32"), tmp_path)
+    assert args.train.micro_batch_size == 8 and args.gaca.mini_batch_steps == 32
+    assert train_ppo_args(cfg_of("--smoke"), tmp_path).env.validity == "format"  # verl-agent's rule by default
+    assert train_ppo_args(cfg_of("--rl-validity", "admissible"), tmp_path).env.validity == "admissible"
+    for bad in (["--rl-env-backend", "docker"], ["--rl-validity", "listed"], ["--rl-micro-batch", "3", "--rl-mini-batch-steps", "32"],
+                ["--rl-micro-batch", "0"]):
+        with pytest.raises(SystemExit):
+            cfg_of(*bad)

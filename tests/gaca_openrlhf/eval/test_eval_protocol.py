@@ -675,15 +675,3 @@ def test_loop_and_admissible_counters(monkeypatch):
     unlisted = dict(looped[0], steps=2, repeat_steps=1, listed_steps=0, admissible_steps=0)
     s = runner_mod.summarize([unlisted, listed[0]])
     assert (s["repeat_action_ratio"], s["admissible_action_ratio"]) == (1 / 6, 1.0)
-
-
-@pytest.mark.parametrize("action,listed,expected", [
-    ("go to shelf 1", ["go to shelf 1", "look"], True),
-    ("go to shelf 2", ["go to shelf 1", "look"], False),
-    ("search[red shoes]", ["search[<your query>]", "click[back to search]"], True),  # WebShop's search template
-    ("click[red shoes]", ["search[<your query>]", "click[back to search]"], False),
-    ("search[red shoes", ["search[<your query>]"], False),
-    ("click[buy now]", ["click[<product>]x"], False),
-])
-def test_is_listed(action, listed, expected):
-    assert runner_mod.is_listed(action, listed) is expected

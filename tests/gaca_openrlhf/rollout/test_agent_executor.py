@@ -191,3 +191,20 @@ def test_env_failure_marks_episode_failed():
     ex = AgentExecutor(RolloutConfig(env="toy", env_kwargs={"fail_on_task": 3}))
     out = run(ex, FakeEngine([]), task="3")
     assert out["failed"] and out["steps"] == [] and "injected failure" in out["error"]
+
+
+def test_admissible_validity_marks_off_list_actions_invalid_but_still_runs_them(toy_valid):
+    """validity="admissible" (ablation): a well-formed action off the list is invalid (penalised) and executed."""
+    texts = ["<think>x</think><action>jump</action>", "<think>x</think><action>look</action>",
+             "<think>x</think><action>go forward</action>"]
+    fmt = run(AgentExecutor(RolloutConfig(env=toy_valid, max_steps=3)), FakeEngine(texts), task="0")
+    assert [s["valid"] for s in fmt["steps"]] == [True, True, True]  # verl-agent: format only
+    adm = run(AgentExecutor(RolloutConfig(env=toy_valid, max_steps=3, validity="admissible")), FakeEngine(texts),
+              task="0")
+    assert [s["valid"] for s in adm["steps"]] == [False, True, True] and adm["won"]
+    # a format-invalid response stays invalid whatever the list says
+    bad = run(AgentExecutor(RolloutConfig(env=toy_valid, max_steps=1, validity="admissible")),
+              FakeEngine(["<action>go forward</action>"]), task="0")
+    assert [s["valid"] for s in bad["steps"]] == [False] and bad["won"]
+    with pytest.raises(ValueError, match="validity"):
+        RolloutConfig(validity="listed")

@@ -37,16 +37,16 @@ def _args(*extra):
 
 
 def test_rollout_config_from_the_cli_options():
-    """Catches: any --env.* option not passed on (history_k, max_steps, timeout, invalid_action, kill drill, kwargs
+    """Catches: any --env.* option not passed on (history_k, max_steps, timeout, invalid_action, validity, kill drill, kwargs
     JSON), or the prompt limit/response budget swapped."""
     a = _args("--env.kwargs", '{"size": 3, "name": "x"}', "--env.history_k", "5", "--env.max_steps", "7",
               "--env.prompt_max_len", "300", "--rollout.max_new_tokens", "40", "--env.timeout_s", "9.5",
-              "--env.invalid_action", "noop", "--env.kill_worker_at_step", "3")
+              "--env.invalid_action", "noop", "--env.kill_worker_at_step", "3", "--env.validity", "admissible")
     a.env.name = "webshop"  # not RolloutConfig's default ("toy")
     cfg = launch.rollout_config(a)
     assert (cfg.env, cfg.env_kwargs, cfg.history_k, cfg.max_steps) == ("webshop", {"size": 3, "name": "x"}, 5, 7)
     assert (cfg.prompt_max_len, cfg.max_new_tokens, cfg.env_timeout_s) == (300, 40, 9.5)
-    assert (cfg.invalid_action, cfg.kill_worker_at_step) == ("noop", 3)
+    assert (cfg.invalid_action, cfg.kill_worker_at_step, cfg.validity) == ("noop", 3, "admissible")
 
 
 def test_rollout_config_defaults():
@@ -56,6 +56,7 @@ def test_rollout_config_defaults():
     assert cfg.max_new_tokens == 256 and cfg.prompt_max_len == 2048 - 256 and cfg.env_kwargs == {}
     assert (cfg.history_k, cfg.max_steps, cfg.env_timeout_s, cfg.invalid_action, cfg.kill_worker_at_step) == \
         (2, 0, 120.0, "execute", -1)
+    assert cfg.validity == "format"  # verl-agent's rule unless the ablation is asked for
     cfg = launch.rollout_config(_args("--data.max_len", "100", "--rollout.max_new_tokens", "60"))
     assert cfg.prompt_max_len == 40 and cfg.max_new_tokens == 60
     cfg = launch.rollout_config(_args("--data.max_len", "50", "--rollout.max_new_tokens", "60"))
