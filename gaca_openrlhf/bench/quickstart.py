@@ -44,8 +44,9 @@ measured on the 2-core development VM -- **not reached: RL holds the warm start'
   action fell from 0.28 to 0.23 (seeds' mean); the same warm start trained at temperature 1.0 (8 iterations, seed
   0) fell to 39.6 % and its repeats rose to 0.34, as with the 64-game warm start below. At ``--rl-lr 3e-4`` (0.4,
   seed 0): 35.4 +- 2.9 %, repeats 0.42, actions on the admissible list 0.52 -> 0.38. Groups of 8 (the paper's n) over
-  4 tasks, ``--rl-n 8 --rl-tasks-per-iter 4`` (seed 0 only, RL 15 min 1 s): 56.2 +- 0.0 % (+8.3), repeats 0.10,
-  admissible 0.60 -- the lead to measure on seeds 1 and 2.
+  4 tasks, ``--rl-n 8 --rl-tasks-per-iter 4``, training seeds 0 / 1 / 2 (RL 15 min 1 s / 14 min 8 s / 19 min 6 s, the
+  last beside other work): 56.2 / 43.8 / 45.8 % -> **48.6 +- 5.4 %**, the same mean as groups of 4 (seed 0's +8.3
+  points was a draw of the seed spread); repeats 0.10 / 0.30 / 0.12.
 
 Earlier, with 64 SFT games (``--train-games 64 --sft-epochs 38.5``) and RL at temperature 1.0
 (``--rl-temperature 1.0``), 2026-12-01:
