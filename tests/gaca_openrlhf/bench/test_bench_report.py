@@ -81,7 +81,8 @@ def test_quickstart_report_has_before_after_per_type_and_plots(tmp_path):
     # behaviour: repeat ratio 0.1 / 0.2 / 0.3 on seeds 0-2 -> 20.0 +- 8.2; steps 4 / 5 / 6 -> 5.0 +- 0.8
     assert "| repeats the previous step's action | 20.0 +- 8.2 | 20.0 +- 8.2 |" in md
     assert "| steps per episode | 5.0 +- 0.8 | 5.0 +- 0.8 |" in md
-    assert f"temperature {QuickstartConfig().rl_temperature};" in md and "KL loss" not in md
+    assert f"temperature {QuickstartConfig().rl_temperature}, off-list actions penalised as invalid" in md
+    assert "KL loss" not in md
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["held_out_after"]["per_seed"] == [0.75, 0.5, 1.0]
     assert summary["delta_points"] == pytest.approx(50.0)
@@ -136,13 +137,14 @@ def test_quickstart_report_names_the_rl_temperature_and_kl(tmp_path):
     _metrics(tmp_path / "runs" / "gaca_seed0", [0.5], [0.7])
     st = _state(tmp_path, {"gaca_seed0": str(tmp_path / "runs" / "gaca_seed0")})
     st.evals = {k: str(tmp_path / "eval" / k) for k in ("warm_start", "after_rl")}
-    cfg = QuickstartConfig(rl_temperature=0.7, rl_kl_coef=0.05, eval_seeds=(0,))
+    cfg = QuickstartConfig(rl_temperature=0.7, rl_kl_coef=0.05, eval_seeds=(0,), rl_validity="format")
     report.write_quickstart_report(tmp_path, cfg, st, {"mode": "quickstart"}, {"rl": 1.0})
     md = (tmp_path / "report.md").read_text()
     assert "temperature 0.7, KL loss 0.05 (k3);" in md and "off-list" not in md
     cfg = QuickstartConfig(rl_temperature=0.7, rl_validity="admissible", eval_seeds=(0,))
     report.write_quickstart_report(tmp_path, cfg, st, {"mode": "quickstart"}, {"rl": 1.0})
-    assert "temperature 0.7, off-list actions penalised as invalid (ablation);" in (tmp_path / "report.md").read_text()
+    assert "temperature 0.7, off-list actions penalised as invalid (c = 0.1; verl-agent penalises bad format only);" \
+        in (tmp_path / "report.md").read_text()
     # evaluation files from before the loop counters existed: n/a, not a crash
     old = [{k: v for k, v in _eval(0, [1, 0], types).items() if k != "repeat_action_ratio"}]
     assert math.isnan(report.behaviour_stats(old)["repeat_action_ratio"][0])

@@ -180,8 +180,12 @@ def test_rl_env_backend_micro_batch_and_validity_reach_train_ppo(tmp_path):
     assert local == {"backend": "local", "data_dir": state_in(tmp_path).data}
     args = train_ppo_args(cfg_of("--rl-micro-batch", "8", "--rl-mini-batch-steps", "32"), tmp_path)
     assert args.train.micro_batch_size == 8 and args.gaca.mini_batch_steps == 32
-    assert train_ppo_args(cfg_of("--smoke"), tmp_path).env.validity == "format"  # verl-agent's rule by default
-    assert train_ppo_args(cfg_of("--rl-validity", "admissible"), tmp_path).env.validity == "admissible"
+    # ALFWorld's quickstart default penalises off-list actions; WebShop keeps verl-agent's format rule unless asked
+    assert train_ppo_args(cfg_of("--smoke"), tmp_path).env.validity == "admissible"
+    assert train_ppo_args(cfg_of("--rl-validity", "format"), tmp_path).env.validity == "format"
+    assert cfg_of("--env", "webshop").rl_validity == "format"
+    assert cfg_of("--env", "webshop", "--rl-validity", "admissible").rl_validity == "admissible"
+    assert cfg_of().rl_env_backend == "local"
     for bad in (["--rl-env-backend", "docker"], ["--rl-validity", "listed"], ["--rl-micro-batch", "3", "--rl-mini-batch-steps", "32"],
                 ["--rl-micro-batch", "0"]):
         with pytest.raises(SystemExit):
