@@ -186,7 +186,7 @@ def test_rl_env_backend_micro_batch_and_validity_reach_train_ppo(tmp_path):
     assert cfg_of("--env", "webshop").rl_validity == "format"
     assert cfg_of("--env", "webshop", "--rl-validity", "admissible").rl_validity == "admissible"
     assert cfg_of().rl_env_backend == "local"
-    for bad in (["--rl-env-backend", "docker"], ["--rl-validity", "listed"], ["--rl-micro-batch", "3", "--rl-mini-batch-steps", "32"],
-                ["--rl-micro-batch", "0"]):
+    for bad in (["--rl-env-backend", "docker"], ["--rl-validity", "listed"],
+                ["--rl-micro-batch", "3", "--rl-mini-batch-steps", "32"], ["--rl-micro-batch", "0"]):
         with pytest.raises(SystemExit):
             cfg_of(*bad)

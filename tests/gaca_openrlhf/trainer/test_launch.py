@@ -37,8 +37,8 @@ def _args(*extra):
 
 
 def test_rollout_config_from_the_cli_options():
-    """Catches: any --env.* option not passed on (history_k, max_steps, timeout, invalid_action, validity, kill drill, kwargs
-    JSON), or the prompt limit/response budget swapped."""
+    """Catches: any --env.* option not passed on (history_k, max_steps, timeout, invalid_action, validity, kill drill,
+    kwargs JSON), or the prompt limit/response budget swapped."""
     a = _args("--env.kwargs", '{"size": 3, "name": "x"}', "--env.history_k", "5", "--env.max_steps", "7",
               "--env.prompt_max_len", "300", "--rollout.max_new_tokens", "40", "--env.timeout_s", "9.5",
               "--env.invalid_action", "noop", "--env.kill_worker_at_step", "3", "--env.validity", "admissible")
