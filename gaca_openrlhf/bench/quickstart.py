@@ -43,7 +43,8 @@ measured on the 2-core development VM (README, "Measured", has the same figures 
 
 - with verl-agent's format-only validity (``--rl-validity format``), 2026-12-02: 256 SFT games, 2582 step samples,
   3101 SFT steps in 15 min 15 s (loss 8.74 -> 0.109; games generated in 1 min 11 s); warm start **47.9 +- 2.9 %**
-  held-out (the 64-game warm start below: 43.8 %, at the same cost). GACA RL from it at the evaluation temperature 0.4, 12 iterations, training seeds 0 / 1 / 2:
+  held-out (the 64-game warm start below: 43.8 %, at the same cost). GACA RL from it at the evaluation temperature
+  0.4, 12 iterations, training seeds 0 / 1 / 2:
   9 min 57 s / 10 min 47 s / 11 min 20 s, held-out **52.1 / 50.0 / 43.8 % -> 48.6 +- 3.5 %** (+0.7 points; population
   SD over training seeds). Phases summed for seed 0: ~29 minutes. The share of steps that repeat the previous
   action fell from 0.28 to 0.23 (seeds' mean); the same warm start trained at temperature 1.0 (8 iterations, seed
