@@ -208,3 +208,23 @@ def test_admissible_validity_marks_off_list_actions_invalid_but_still_runs_them(
     assert [s["valid"] for s in bad["steps"]] == [False] and bad["won"]
     with pytest.raises(ValueError, match="validity"):
         RolloutConfig(validity="listed")
+
+
+class UnlistedToyEnv(ToyCorridorEnv):
+    """The toy corridor with no admissible list (as an environment that lists nothing)."""
+
+    def _obs(self):
+        out = super()._obs()
+        out.admissible_actions = []
+        return out
+
+
+def make_unlisted_env(**config):
+    return UnlistedToyEnv(**config)
+
+
+def test_admissible_validity_judges_format_alone_where_nothing_is_listed(monkeypatch):
+    monkeypatch.setitem(ENVIRONMENTS, "toy_unlisted", (__name__, "make_unlisted_env", "VALIDITY_PROMPT"))
+    out = run(AgentExecutor(RolloutConfig(env="toy_unlisted", max_steps=1, validity="admissible")),
+              FakeEngine(["<think>x</think><action>go forward</action>"]), task="0")
+    assert out["won"] and [s["valid"] for s in out["steps"]] == [True]  # not "off an empty list"
