@@ -57,8 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--webshop-url", default=None, help="WebShop server (default $WEBSHOP_URL or http://127.0.0.1:3000)")
     p.add_argument("--env-kwargs", default=None, help="JSON object merged into the env config (agents.registry.make_env)")
     p.add_argument("--alfworld-backend", default="auto", choices=["auto", "local", "ray"],
-                   help="ALFWorld engines: ray = one CPU Ray actor per env slot (TextWorld runs one game per process); "
-                        "local = in this process (only with --num-envs 1); auto = local if --num-envs 1 else ray")
+                   help="ALFWorld engines: ray = one CPU Ray actor per env slot (crash isolation, parallel steps); "
+                        "local = in this process, the env slots' threads taking turns on the engine lock (no Ray; "
+                        "faster on a few cores); auto = local if --num-envs 1 else ray")
     p.add_argument("--max-steps", type=int, default=0, help="episode step limit (0: env's own, ALFWorld 50 / WebShop 15)")
     p.add_argument("--max-tokens", type=int, default=512, help="response tokens per step (training: --rollout.max_new_tokens)")
     p.add_argument("--history-k", type=int, default=2, help="(observation, action) pairs in the step prompt")
@@ -116,8 +117,6 @@ def env_config(args) -> dict:
         backend = args.alfworld_backend
         if backend == "auto":
             backend = "local" if args.num_envs == 1 else "ray"
-        if backend == "local" and args.num_envs != 1:
-            _die("--alfworld-backend local runs one game per process: use it with --num-envs 1")
         kwargs = {"backend": backend, "data_dir": args.data}
         if backend == "ray":
             kwargs["reset_timeout_s"] = args.env_timeout

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from gaca_openrlhf.bench.quickstart import METHODS, State, build_parser, config_from_args, rl_command
+from gaca_openrlhf.bench.quickstart import METHODS, State, _eval_cmd, build_parser, config_from_args, rl_command
 
 
 def cfg_of(*argv):
@@ -186,7 +186,10 @@ def test_rl_env_backend_micro_batch_and_validity_reach_train_ppo(tmp_path):
     assert cfg_of("--env", "webshop").rl_validity == "format"
     assert cfg_of("--env", "webshop", "--rl-validity", "admissible").rl_validity == "admissible"
     assert cfg_of().rl_env_backend == "local"
-    for bad in (["--rl-env-backend", "docker"], ["--rl-validity", "listed"],
+    for backend in ("local", "ray"):  # the held-out evaluations' engines
+        cmd = _eval_cmd(cfg_of("--eval-env-backend", backend), state_in(tmp_path), "m", tmp_path / "ev", (0,))
+        assert cmd[cmd.index("--alfworld-backend") + 1] == backend
+    for bad in (["--rl-env-backend", "docker"], ["--eval-env-backend", "docker"], ["--rl-validity", "listed"],
                 ["--rl-micro-batch", "3", "--rl-mini-batch-steps", "32"], ["--rl-micro-batch", "0"]):
         with pytest.raises(SystemExit):
             cfg_of(*bad)

@@ -22,9 +22,8 @@ def test_alfworld_backend_follows_num_envs():
     assert env_config(ns(num_envs=1)) == {"backend": "local", "data_dir": "/d"}
     assert env_config(ns()) == {"backend": "ray", "data_dir": "/d", "reset_timeout_s": 30.0, "step_timeout_s": 30.0}
     assert env_config(ns(alfworld_backend="ray", num_envs=1))["backend"] == "ray"
-    with pytest.raises(SystemExit) as e:
-        env_config(ns(alfworld_backend="local", num_envs=4))  # TextWorld runs one game per process
-    assert e.value.code == 2
+    # several in-process envs take turns on the engine lock; no Ray-only timeouts reach the local adapter
+    assert env_config(ns(alfworld_backend="local", num_envs=4)) == {"backend": "local", "data_dir": "/d"}
 
 
 def test_env_kwargs_merge_and_errors(capsys):

@@ -196,8 +196,6 @@ def test_error_messages_are_exact(model, tmp_path, monkeypatch, capsys):
                     env_kwargs=None, webshop_url=None)
         return argparse.Namespace(**{**base, **kw})
 
-    code, err = _die_text(lambda: cli.env_config(args()), capsys)
-    assert (code, err) == (2, "error: --alfworld-backend local runs one game per process: use it with --num-envs 1\n")
     code, err = _die_text(lambda: cli.env_config(args(env="toy", env_kwargs="{nope")), capsys)
     assert code == 2 and err.startswith("error: --env-kwargs is not JSON: Expecting property name")
     code, err = _die_text(lambda: cli.env_config(args(env="toy", env_kwargs="[1]")), capsys)
