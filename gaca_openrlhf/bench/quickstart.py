@@ -35,10 +35,10 @@ the same training seeds and budget, then the held-out evaluation of every run an
 Status of the learning target (held-out success after RL >= warm start + 10 points in <= 30 minutes after setup),
 measured on the 2-core development VM (README, "Measured", has the same figures and commands):
 
-- **reached on the mean over 3 training seeds with this file's defaults, not yet by one plain run** (2026-12-02): RL that counts an action off
-  the admissible list as invalid (``rl_validity="admissible"``, penalty c = 0.1; verl-agent checks format only), from
-  the 47.9 % warm start below, 12 iterations x 8 tasks x n=4, lr 1e-4, temperature 0.4: training seeds 0 / 1 / 2 ->
-  held-out 70.8 / 56.2 / 56.2 % = **61.1 +- 6.9 % (+13.2 points)**; RL 8 min 26 s on seed 0 (idle box, engines in the
+- **reached on the mean over 3 training seeds with this file's defaults, not yet by one plain run** (2026-12-02): RL
+  that counts an action off the admissible list as invalid (``rl_validity="admissible"``, penalty c = 0.1;
+  verl-agent checks format only), from the 47.9 % warm start below, 12 iterations x 8 tasks x n=4, lr 1e-4,
+  temperature 0.4: training seeds 0 / 1 / 2 -> held-out 70.8 / 56.2 / 56.2 % = **61.1 +- 6.9 % (+13.2 points)**; RL 8 min 26 s on seed 0 (idle box, engines in the
   rollout actor); repeats 0.28 -> 0.13-0.24, actions on the admissible list 0.52 -> 0.60-0.68. The plain command
   from empty caches: 30.9 min after setup (SFT 17 min 17 s), 56.2 +- 8.8 % (+8.3 points) -- not yet the target in
   one run (the evaluations now run ALFWorld in-process: ~43 s less each, not yet re-timed in a full run). Before that
@@ -625,8 +625,10 @@ def config_from_args(args) -> QuickstartConfig:
     if cfg.rl_kl_coef < 0 or cfg.rl_kl_estimator not in ("k1", "k2", "k3"):
         raise SystemExit(f"--rl-kl-coef must be >= 0 (got {cfg.rl_kl_coef}) and --rl-kl-estimator one of k1, k2, k3 "
                          f"(got {cfg.rl_kl_estimator!r})")
-    if cfg.rl_validity not in ("format", "admissible"):
-        raise SystemExit(f"unknown --rl-validity {cfg.rl_validity!r}; expected format or admissible")
+    from gaca_openrlhf.rollout.config import VALIDITY_MODES
+
+    if cfg.rl_validity not in VALIDITY_MODES:
+        raise SystemExit(f"unknown --rl-validity {cfg.rl_validity!r}; expected one of {', '.join(VALIDITY_MODES)}")
     for flag, backend in (("--rl-env-backend", cfg.rl_env_backend), ("--eval-env-backend", cfg.eval_env_backend)):
         if backend not in ("ray", "local"):
             raise SystemExit(f"unknown {flag} {backend!r}; expected ray or local")

@@ -14,6 +14,7 @@ import sys
 from gaca_openrlhf.advantages import AdvantageConfig, list_estimators
 from gaca_openrlhf.cli.openrlhf_parser import build_parser, extend_choices, validate
 from gaca_openrlhf.rollout import AGENT_FUNC_PATH
+from gaca_openrlhf.rollout.config import VALIDITY_MODES
 
 
 def add_project_args(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +57,7 @@ def add_project_args(parser: argparse.ArgumentParser) -> None:
     e.add_argument("--env.invalid_action", default="execute", choices=["execute", "noop"],
                    help="an invalid response (bad format): 'execute' its projected action and only penalise it "
                         "(verl-agent), or 'noop': the environment answers it as an unknown command")
-    e.add_argument("--env.validity", default="format", choices=["format", "admissible"],
+    e.add_argument("--env.validity", default="format", choices=list(VALIDITY_MODES),
                    help="what is_action_valid checks: 'format' (verl-agent: the response's tags) or 'admissible' "
                         "(ablation: also an action off the environment's admissible list is invalid and penalised)")
     e.add_argument("--env.max_failed_frac", type=float, default=0.5,
