@@ -35,14 +35,14 @@ the same training seeds and budget, then the held-out evaluation of every run an
 Status of the learning target (held-out success after RL >= warm start + 10 points in <= 30 minutes after setup),
 measured on the 2-core development VM (README, "Measured", has the same figures and commands):
 
-- **reached on the mean over 3 training seeds with this file's defaults, not yet by one plain run** (2026-12-02): RL
-  that counts an action off the admissible list as invalid (``rl_validity="admissible"``, penalty c = 0.1;
+- **reached on the mean over 3 training seeds with this file's defaults, not yet by one plain run** (2026-12-02):
+  RL that counts an action off the admissible list as invalid (``rl_validity="admissible"``, penalty c = 0.1;
   verl-agent checks format only), from the 47.9 % warm start below, 12 iterations x 8 tasks x n=4, lr 1e-4,
   temperature 0.4: training seeds 0 / 1 / 2 -> held-out 70.8 / 56.2 / 56.2 % = **61.1 +- 6.9 % (+13.2 points)**;
-  RL 8 min 26 s on seed 0 (idle box, engines in the rollout actor); repeats 0.28 -> 0.13-0.24, actions on the admissible list 0.52 -> 0.60-0.68. The plain command
-  from empty caches: 30.9 min after setup (SFT 17 min 17 s), 56.2 +- 8.8 % (+8.3 points) -- not yet the target in
-  one run (the evaluations now run ALFWorld in-process: ~43 s less each, not yet re-timed in a full run). Before that
-  rule:
+  RL 8 min 26 s on seed 0 (idle box, engines in the rollout actor); repeats 0.28 -> 0.13-0.24, actions on the
+  admissible list 0.52 -> 0.60-0.68. The plain command from empty caches: 30.9 min after setup (SFT 17 min 17 s),
+  56.2 +- 8.8 % (+8.3 points) -- not yet the target in one run (the evaluations now run ALFWorld in-process: ~43 s
+  less each, not yet re-timed in a full run). Before that rule:
 
 - with verl-agent's format-only validity (``--rl-validity format``), 2026-12-02: 256 SFT games, 2582 step samples,
   3101 SFT steps in 15 min 15 s (loss 8.74 -> 0.109; games generated in 1 min 11 s); warm start **47.9 +- 2.9 %**
