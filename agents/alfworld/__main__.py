@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="easier subset: at most N receptacles per room (default: the floor plan's all)")
     g.add_argument("--max-distractor-types", type=int, default=None,
                    help="easier subset: at most N other object classes per room (default: all)")
+    g.add_argument("--workers", type=int, default=1,
+                   help="processes building games (the files do not depend on it)")
     g.add_argument("--no-progress", action="store_true")
 
     c = sub.add_parser("check", help="replay stored walkthroughs through the env adapter")
@@ -74,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             stats = generate(args.out, args.split, args.num_games, args.seed, task_types=types,
                              max_attempts=args.max_attempts, max_receptacles=args.max_receptacles,
-                             max_distractor_types=args.max_distractor_types, progress=progress)
+                             max_distractor_types=args.max_distractor_types, progress=progress,
+                             workers=args.workers)
         except ValueError as e:  # bad arguments, or an --out that holds other games: nothing was written
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -508,10 +508,100 @@ def _existing_games(split_dir: str, seed: int) -> dict[int, str]:
 
 
 # --------------------------------------------------------------------------------------------- generate
+@dataclass(frozen=True)
+class _GameJob:
+    """Everything one game index needs (picklable: a worker process builds the game from it alone)."""
+
+    out_split_dir: str
+    split: str
+    seed: int
+    index: int
+    task_type: str
+    max_attempts: int
+    max_steps: int
+    expert_tries: int
+    max_distractor_types: int | None
+    max_receptacles: int | None
+
+
+@dataclass
+class _GameResult:
+    index: int
+    task_type: str | None = None  # of the game written; None: skipped
+    dropped_unsolvable: int = 0
+    rejected_candidates: int = 0
+
+
+_WORKER: dict = {}  # per process: the engine, rules and assets text, built on a process's first game
+
+
+def _make_game(job: _GameJob) -> _GameResult:
+    """Build, expert-validate and write game ``job.index`` (its candidates depend only on split, seed, index and
+    attempt, so any process can make any game and the files are the same)."""
+    from agents.alfworld.engine import GameEngine
+    from agents.alfworld.expert import run_expert
+
+    if not _WORKER:
+        _WORKER.update(engine=GameEngine(cache_size=2, request_facts=True, disk_cache=None), rules=Rules(),
+                       domain=assets.domain_text(), grammar=assets.grammar_text())
+    engine, rules = _WORKER["engine"], _WORKER["rules"]
+    res = _GameResult(job.index)
+    for attempt in range(job.max_attempts):
+        cand = _sample_candidate(job.split, job.seed, job.index, attempt, job.task_type, rules,
+                                 job.max_distractor_types, job.max_receptacles)
+        if cand is None:
+            res.rejected_candidates += 1
+            continue
+        rng, scene, spec, text = cand
+        trial = f"trial_G{job.seed}_{job.index:06d}_{attempt:02d}"
+        name = f"plan_{job.split}_{trial}"
+        game = {
+            "pddl_domain": _WORKER["domain"],
+            "grammar": _WORKER["grammar"].replace("UNKNOWN GOAL", text),
+            "pddl_problem": problem_pddl(name, scene, spec, rules),
+            "solvable": False,
+        }
+        pddl_params = {"object_target": spec.object_target, "parent_target": spec.parent_target,
+                       "toggle_target": spec.toggle_target, "mrecep_target": "", "object_sliced": False}
+        traj = {
+            "task_id": trial,
+            "task_type": spec.task_type,
+            "pddl_params": pddl_params,
+            "scene": {"floor_plan": f"FloorPlan{scene.scene_num}", "scene_num": scene.scene_num},
+            "turk_annotations": {"anns": [{"task_desc": text, "high_descs": [], "votes": []}]},
+            "generator": {"tool": "agents.alfworld.generator", "version": GENERATOR_VERSION,
+                          "split": job.split, "seed": job.seed, "index": job.index, "attempt": attempt,
+                          "note": "ALFWorld format and rules; not ALFWorld's task distribution"},
+        }
+        tmp_dir = tempfile.mkdtemp(prefix=f"alfworld-gen-{job.index}-")
+        try:
+            tmp_game = os.path.join(tmp_dir, GAME_FILE)
+            with open(tmp_game, "w") as f:
+                json.dump(game, f)
+            best = None
+            for k in range(job.expert_tries):
+                walk = run_expert(engine, tmp_game, spec.task_type, pddl_params,
+                                  seed=int(rng.random() * 2**31) + k, max_steps=job.max_steps)
+                if walk is not None and (best is None or len(walk) < len(best)):
+                    best = walk
+            engine.close()
+        finally:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+        if best is None:
+            res.dropped_unsolvable += 1
+            continue
+        game["solvable"] = True
+        game["walkthrough"] = best
+        _write_game(job.out_split_dir, game_dir_name(spec, scene.scene_num), trial, game, traj)
+        res.task_type = spec.task_type
+        return res
+    return res
+
+
 def generate(out: str, split: str, num_games: int, seed: int, task_types: Iterable[int] = (1, 2, 3, 4, 5, 6),
              max_attempts: int = 40, max_steps: int = 50, expert_tries: int = 3,
              max_distractor_types: int | None = None, max_receptacles: int | None = None,
-             progress: Callable[[int, int], None] | None = None) -> GenStats:
+             progress: Callable[[int, int], None] | None = None, workers: int = 1) -> GenStats:
     """Write ``num_games`` expert-validated games of ``split`` under ``out/json_2.1.1/<split>/``.
 
     Task types follow :func:`type_schedule` (the real split's mix over ``task_types``). Candidates the expert
@@ -522,19 +612,20 @@ def generate(out: str, split: str, num_games: int, seed: int, task_types: Iterab
 
     Easier subsets (documented as such wherever used; None = ALFRED's full rooms): ``max_distractor_types`` caps
     the other object classes placed, ``max_receptacles`` the receptacles of a room (:func:`subset_receptacles`).
-    """
-    from agents.alfworld.engine import GameEngine
-    from agents.alfworld.expert import run_expert
 
+    ``workers`` > 1 builds games in that many processes (each game depends only on its index, so the files are the
+    same as with one process); ``progress`` then counts games as they finish, in any order.
+    """
     if split not in assets.SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {assets.SPLITS}")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
     ids = sorted({assets.task_type_id(t) for t in task_types})
     if max_receptacles is not None and max_receptacles < 3:
         raise ValueError(f"max_receptacles must be >= 3 (goal, start and appliance receptacles), got {max_receptacles}")
     if max_distractor_types is not None and max_distractor_types < 0:
         raise ValueError(f"max_distractor_types must be >= 0, got {max_distractor_types}")
     schedule = type_schedule(split, num_games, ids)
-    rules = Rules()
     stats = GenStats()
     t0 = time.perf_counter()
     split_dir = os.path.join(out, JSON_DIR, split)
@@ -550,72 +641,45 @@ def generate(out: str, split: str, num_games: int, seed: int, task_types: Iterab
         if name.startswith(".tmp-"):
             shutil.rmtree(os.path.join(split_dir, name), ignore_errors=True)
     existing = _existing_games(split_dir, seed)
-    engine = GameEngine(cache_size=2, request_facts=True, disk_cache=None)
-    domain, grammar = assets.domain_text(), assets.grammar_text()
-    tmp_root = tempfile.mkdtemp(prefix="alfworld-gen-")
-    try:
-        for index, task_type in enumerate(schedule):
-            if existing.get(index) == task_type:
-                stats.kept += 1
+    jobs = []
+    for index, task_type in enumerate(schedule):
+        if existing.get(index) == task_type:
+            stats.kept += 1
+        else:
+            jobs.append(_GameJob(split_dir, split, seed, index, task_type, max_attempts, max_steps, expert_tries,
+                                 max_distractor_types, max_receptacles))
+    done = stats.kept
+    if progress is not None and done:
+        progress(done, num_games)
+    results = []
+    if workers > 1 and len(jobs) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        # spawn, not fork: the caller may hold threads (a fork would copy their locks mid-use)
+        with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as pool:
+            for fut in as_completed([pool.submit(_make_game, job) for job in jobs]):
+                results.append(fut.result())
+                done += 1
                 if progress is not None:
-                    progress(index + 1, num_games)
-                continue
-            for attempt in range(max_attempts):
-                cand = _sample_candidate(split, seed, index, attempt, task_type, rules, max_distractor_types,
-                                         max_receptacles)
-                if cand is None:
-                    stats.rejected_candidates += 1
-                    continue
-                rng, scene, spec, text = cand
-                trial = f"trial_G{seed}_{index:06d}_{attempt:02d}"
-                name = f"plan_{split}_{trial}"
-                game = {
-                    "pddl_domain": domain,
-                    "grammar": grammar.replace("UNKNOWN GOAL", text),
-                    "pddl_problem": problem_pddl(name, scene, spec, rules),
-                    "solvable": False,
-                }
-                pddl_params = {"object_target": spec.object_target, "parent_target": spec.parent_target,
-                               "toggle_target": spec.toggle_target, "mrecep_target": "", "object_sliced": False}
-                traj = {
-                    "task_id": trial,
-                    "task_type": spec.task_type,
-                    "pddl_params": pddl_params,
-                    "scene": {"floor_plan": f"FloorPlan{scene.scene_num}", "scene_num": scene.scene_num},
-                    "turk_annotations": {"anns": [{"task_desc": text, "high_descs": [], "votes": []}]},
-                    "generator": {"tool": "agents.alfworld.generator", "version": GENERATOR_VERSION,
-                                  "split": split, "seed": seed, "index": index, "attempt": attempt,
-                                  "note": "ALFWorld format and rules; not ALFWorld's task distribution"},
-                }
-                tmp_game = os.path.join(tmp_root, f"{index}_{attempt}", GAME_FILE)
-                os.makedirs(os.path.dirname(tmp_game), exist_ok=True)
-                with open(tmp_game, "w") as f:
-                    json.dump(game, f)
-                best = None
-                for k in range(expert_tries):
-                    walk = run_expert(engine, tmp_game, spec.task_type, pddl_params,
-                                      seed=int(rng.random() * 2**31) + k, max_steps=max_steps)
-                    if walk is not None and (best is None or len(walk) < len(best)):
-                        best = walk
-                engine.close()
-                shutil.rmtree(os.path.dirname(tmp_game), ignore_errors=True)
-                if best is None:
-                    stats.dropped_unsolvable += 1
-                    continue
-                game["solvable"] = True
-                game["walkthrough"] = best
-                _write_game(split_dir, game_dir_name(spec, scene.scene_num), trial, game, traj)
-                stats.written += 1
-                stats.task_types[spec.task_type] = stats.task_types.get(spec.task_type, 0) + 1
-                break
-            else:
-                stats.skipped.append(index)
-                warnings.warn(f"game {index} ({task_type}, {split}): no solvable candidate in {max_attempts} "
-                              "attempts; skipped", RuntimeWarning, stacklevel=2)
+                    progress(done, num_games)
+    else:
+        for job in jobs:
+            results.append(_make_game(job))
+            done += 1
             if progress is not None:
-                progress(index + 1, num_games)
-    finally:
-        shutil.rmtree(tmp_root, ignore_errors=True)
+                progress(done, num_games)
+        _WORKER.clear()  # this process's engine: not kept between calls
+    for res in sorted(results, key=lambda r: r.index):
+        stats.dropped_unsolvable += res.dropped_unsolvable
+        stats.rejected_candidates += res.rejected_candidates
+        if res.task_type is None:
+            stats.skipped.append(res.index)
+            warnings.warn(f"game {res.index} ({schedule[res.index]}, {split}): no solvable candidate in "
+                          f"{max_attempts} attempts; skipped", RuntimeWarning, stacklevel=2)
+        else:
+            stats.written += 1
+            stats.task_types[res.task_type] = stats.task_types.get(res.task_type, 0) + 1
     stats.seconds = time.perf_counter() - t0
     with open(marker) as f:
         info = json.load(f)

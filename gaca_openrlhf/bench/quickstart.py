@@ -329,7 +329,8 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
 
             shutil.rmtree(split_dir)  # a partial or differently-sized split: regenerate (deterministic)
         run_logged([sys.executable, "-m", "agents.alfworld", "generate", "--out", str(root), "--split", split,
-                    "--num-games", str(n), "--seed", str(seed), "--task-types", types, *extra, "--no-progress"],
+                    "--num-games", str(n), "--seed", str(seed), "--task-types", types, *extra,
+                    "--workers", str(min(4, os.cpu_count() or 1)), "--no-progress"],
                    con.log_dir / "data.log", env=_env())
         marker.write_text("ok\n")
 

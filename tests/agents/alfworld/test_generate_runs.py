@@ -80,3 +80,33 @@ def test_unplaceable_game_is_skipped_and_the_run_goes_on(tmp_path):
     assert stats.skipped == [0, 1] and stats.written == 0 and stats.dropped_unsolvable == 4
     marker = json.load(open(os.path.join(root, "json_2.1.1", "valid_unseen", "generated.json")))
     assert marker["complete"] is False and marker["last_run"]["skipped"] == [0, 1]
+
+
+def test_worker_processes_write_the_same_games_and_resume(tmp_path):
+    from agents.alfworld.generator import generate
+
+    one, two = str(tmp_path / "one"), str(tmp_path / "two")
+    kw = dict(task_types=[1, 2], max_receptacles=6)
+    assert generate(one, "train", 4, seed=2, **kw).written == 4
+    seen = []
+    stats = generate(two, "train", 4, seed=2, workers=2, progress=lambda i, n: seen.append((i, n)), **kw)
+    assert stats.written == 4 and stats.skipped == [] and seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    split = os.path.join("json_2.1.1", "train")
+    assert _tree(os.path.join(two, split)) == _tree(os.path.join(one, split)) != {}
+    # resume with workers: the missing game is rebuilt byte for byte, the others kept
+    lost = sorted(_games(two, "train"))[1]
+    shutil.rmtree(os.path.join(two, split, lost))
+    stats = generate(two, "train", 4, seed=2, workers=2, **kw)
+    assert (stats.kept, stats.written) == (3, 1)
+    assert _tree(os.path.join(two, split)) == _tree(os.path.join(one, split))
+
+
+def test_worker_processes_report_skipped_games_in_index_order(tmp_path):
+    from agents.alfworld.generator import generate
+
+    with pytest.warns(RuntimeWarning, match="skipped"):
+        stats = generate(str(tmp_path / "gen"), "valid_unseen", 3, seed=0, task_types=[1], max_attempts=2,
+                         max_steps=1, expert_tries=1, workers=2)
+    assert stats.skipped == [0, 1, 2] and stats.written == 0 and stats.dropped_unsolvable == 6
+    with pytest.raises(ValueError, match="workers"):
+        generate(str(tmp_path / "gen2"), "train", 1, seed=0, workers=0)
