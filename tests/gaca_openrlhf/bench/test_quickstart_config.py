@@ -36,6 +36,10 @@ def test_presets_and_overrides():
     assert cfg_of("--compare", "--smoke").rl_iterations == smoke.rl_iterations
     with pytest.raises(SystemExit):
         cfg_of("--methods", "gaca,ppo_typo")
+    # ALFWorld's held-out panel is 64 games; WebShop's full run keeps the first 16 test goals unless asked
+    assert full.heldout_games == 64 and cfg_of("--env", "webshop").heldout_games == 16
+    assert cfg_of("--env", "webshop", "--heldout-games", "8").heldout_games == 8
+    assert cfg_of("--env", "webshop", "--smoke").heldout_games == smoke.heldout_games
 
 
 def test_rl_command_is_accepted_by_the_project_parser(tmp_path):
