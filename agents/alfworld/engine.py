@@ -287,9 +287,13 @@ class DiskCache:
         self.misses = 0
 
     def key_of(self, gamefile: str) -> str:
-        h = hashlib.sha256(self._tag)
         with open(gamefile, "rb") as f:
-            h.update(f.read())
+            return self.key_of_bytes(f.read())
+
+    def key_of_bytes(self, content: bytes) -> str:
+        """The key of a game file with these bytes (the versions tag, then the file's content)."""
+        h = hashlib.sha256(self._tag)
+        h.update(content)
         return h.hexdigest()
 
     def _path(self, key: str) -> str:
@@ -535,6 +539,25 @@ class GameEngine:
         if self._pddl.disk is not None:
             info.update(disk_hits=self._pddl.disk.hits, disk_misses=self._pddl.disk.misses)
         return info
+
+    def cache_translation_as(self, played_file: str, game: dict, content: bytes, disk_dir: str) -> bool:
+        """Store the translation of ``played_file`` (loaded by this engine, still in its memory cache) in the disk
+        cache at ``disk_dir`` under the key of a game file holding ``content`` -- the same game (domain, problem,
+        grammar) written elsewhere with more fields, ``game`` being its parsed content. The generator uses it: it has
+        translated every game to validate it, so later readers of the written file need not translate it again.
+        False when the played translation is not in memory (nothing is written)."""
+        import dataclasses
+
+        with ENGINE_LOCK:
+            t = self._pddl._cache.get(played_file)
+            if t is None:
+                return False
+            same = ("pddl_domain", "pddl_problem", "grammar")
+            if any(t.data.get(k) != game.get(k) for k in same):
+                raise ValueError(f"{played_file} is not the game to be cached (domain, problem or grammar differ)")
+            disk = DiskCache(disk_dir)
+            disk.put(disk.key_of_bytes(content), dataclasses.replace(t, data=game))
+            return True
 
     def close(self) -> None:
         with ENGINE_LOCK:

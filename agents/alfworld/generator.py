@@ -542,8 +542,10 @@ def _make_game(job: _GameJob) -> _GameResult:
     from agents.alfworld.expert import run_expert
 
     if not _WORKER:
+        from agents.alfworld.engine import disk_cache_dir
+
         _WORKER.update(engine=GameEngine(cache_size=2, request_facts=True, disk_cache=None), rules=Rules(),
-                       domain=assets.domain_text(), grammar=assets.grammar_text())
+                       domain=assets.domain_text(), grammar=assets.grammar_text(), disk=disk_cache_dir())
     engine, rules = _WORKER["engine"], _WORKER["rules"]
     res = _GameResult(job.index)
     for attempt in range(job.max_attempts):
@@ -584,6 +586,11 @@ def _make_game(job: _GameJob) -> _GameResult:
                                   seed=int(rng.random() * 2**31) + k, max_steps=job.max_steps)
                 if walk is not None and (best is None or len(walk) < len(best)):
                     best = walk
+            if best is not None and _WORKER["disk"]:
+                # the translation made for the expert, stored under the written file's key: SFT demonstrations,
+                # evaluation and RL load it instead of translating the game again (~0.15 s a game on 2 cores)
+                final = dict(game, solvable=True, walkthrough=best)
+                engine.cache_translation_as(tmp_game, final, _game_text(final).encode(), _WORKER["disk"])
             engine.close()
         finally:
             shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -688,6 +695,11 @@ def generate(out: str, split: str, num_games: int, seed: int, task_types: Iterab
     return stats
 
 
+def _game_text(game: dict) -> str:
+    """The bytes of a written game file (its translation-cache key is computed from them)."""
+    return json.dumps(game, indent=1)
+
+
 def _write_game(split_dir: str, dirname: str, trial: str, game: dict, traj: dict) -> None:
     """Write both files of a game into a hidden temporary folder, then rename it into place (atomic: a game folder
     either is complete or does not exist, whatever interrupts the run)."""
@@ -695,7 +707,7 @@ def _write_game(split_dir: str, dirname: str, trial: str, game: dict, traj: dict
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     with open(os.path.join(tmp, GAME_FILE), "w") as f:
-        json.dump(game, f, indent=1)
+        f.write(_game_text(game))
     with open(os.path.join(tmp, TRAJ_FILE), "w") as f:
         json.dump(traj, f, indent=1, sort_keys=True)
     final_parent = os.path.join(split_dir, dirname)

@@ -110,3 +110,58 @@ def test_worker_processes_report_skipped_games_in_index_order(tmp_path):
     assert stats.skipped == [0, 1, 2] and stats.written == 0 and stats.dropped_unsolvable == 6
     with pytest.raises(ValueError, match="workers"):
         generate(str(tmp_path / "gen2"), "train", 1, seed=0, workers=0)
+
+
+def _play(env, path: str, commands: list[str]) -> list:
+    _, s = env.reset(path)
+    out = [[s.observation, s.admissible_actions]]
+    for cmd in commands:
+        s = env.step(cmd)
+        out.append([s.observation, s.admissible_actions, s.reward, s.won])
+    return out
+
+
+def test_generator_caches_the_translation_of_every_written_game(tmp_path, monkeypatch):
+    """The generator translates each game to validate it; it stores that translation under the *written* file's
+    key, so readers (SFT demonstrations, evaluation, RL) skip the translation and play exactly as a cold engine."""
+    from agents.alfworld.engine import DiskCache
+    from agents.alfworld.env import AlfworldEnv
+    from agents.alfworld.generator import generate
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("GACA_ALFWORLD_CACHE", str(cache))
+    root = str(tmp_path / "gen")
+    assert generate(root, "train", 2, seed=4, task_types=[1], max_receptacles=6).written == 2
+    base = os.path.join(root, "json_2.1.1", "train")
+    games = sorted(os.path.join(base, d, "game.tw-pddl") for d in _games(root, "train"))
+    disk = DiskCache(str(cache))
+    assert {p.name[:-len(".pkl.z")] for p in cache.glob("*.pkl.z")} == {disk.key_of(g) for g in games}
+    warm = AlfworldEnv(cache_size=8)
+    monkeypatch.setenv("GACA_ALFWORLD_CACHE", "0")
+    cold = AlfworldEnv(cache_size=8)
+    for g in games:
+        walk = json.load(open(g))["walkthrough"]
+        played = _play(warm, g, walk)
+        assert warm.engine._pddl.walkthrough == walk  # the cached entry carries the written file's data
+        assert played == _play(cold, g, walk) and played[-1][-1] is True  # same play, and the walkthrough wins
+    assert warm.engine.cache_info["disk_hits"] == 2 and warm.engine.cache_info["disk_misses"] == 0
+    warm.close()
+    cold.close()
+
+
+def test_cached_translation_must_be_of_the_same_game(tmp_path):
+    from agents.alfworld.engine import GameEngine
+    from agents.alfworld.generator import generate
+
+    root = str(tmp_path / "gen")
+    generate(root, "train", 2, seed=4, task_types=[1], max_receptacles=6)
+    base = os.path.join(root, "json_2.1.1", "train")
+    a, b = sorted(os.path.join(base, d, "game.tw-pddl") for d in _games(root, "train"))
+    engine = GameEngine(cache_size=2, disk_cache=None)
+    assert engine.cache_translation_as(a, {}, b"", str(tmp_path / "c")) is False  # not loaded: nothing written
+    engine.load(a)
+    other = json.load(open(b))
+    with pytest.raises(ValueError, match="not the game"):
+        engine.cache_translation_as(a, other, json.dumps(other).encode(), str(tmp_path / "c"))
+    assert not list((tmp_path / "c").glob("*.pkl.z"))
+    engine.close()

@@ -251,6 +251,7 @@ def test_vllm_generator_seeds_and_stop(monkeypatch):
     from gaca_openrlhf.eval.vllm_generator import VLLMGenerator
 
     monkeypatch.setattr(vllm, "LLM", StubLLM)
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)  # set on CPU; restored after the test
     g = VLLMGenerator("/m", temperature=0.4, top_p=0.9, seed=11, max_model_len=300)
     llm = StubLLM.instances[-1]
     assert llm.kw["seed"] == 11 and llm.kw["model"] == "/m" and llm.kw["max_model_len"] == 300
@@ -264,7 +265,8 @@ def test_vllm_generator_seeds_and_stop(monkeypatch):
     assert llm.kw["tensor_parallel_size"] == 1 and llm.kw["tokenizer"] == "/m" and llm.kw["trust_remote_code"]
     # what the results JSON records as the engine settings
     assert g.settings == {"dtype": expected[0], "gpu_memory_utilization": expected[1], "enforce_eager": expected[2],
-                          "tensor_parallel_size": 1, "max_model_len": 300, "device": "cpu" if cpu else "cuda"}
+                          "tensor_parallel_size": 1, "max_model_len": 300, "device": "cpu" if cpu else "cuda",
+                          "engine_in_process": cpu}
     # the other machine's defaults (the CUDA check answered the other way)
     import gaca_openrlhf.eval.vllm_generator as vg
 

@@ -33,3 +33,21 @@ def test_sampling_extra_reaches_every_requests_params(monkeypatch):
     g.generate([GenRequest([1, 2], 4, 7), GenRequest([3], 2, 8)])
     assert [(p.logprobs, p.seed) for p in g.llm.params] == [(1, 7), (1, 8)]
     assert isinstance(g.llm.params[0], vllm.SamplingParams)
+
+
+def test_cpu_engine_runs_in_process_unless_the_caller_says_otherwise(monkeypatch):
+    """Catches: the in-process engine setting dropped (each evaluation spawns an EngineCore and a Worker process:
+    ~15 s more start-up on 2 cores) or overriding a caller's own VLLM_ENABLE_V1_MULTIPROCESSING."""
+    from gaca_openrlhf.eval import vllm_generator
+    from gaca_openrlhf.eval.vllm_generator import VLLMGenerator
+
+    monkeypatch.setattr(vllm, "LLM", _RecorderLLM)
+    monkeypatch.setattr(vllm_generator, "cuda_available", lambda: False)
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    g = VLLMGenerator("/m", temperature=0.4, max_model_len=64)
+    assert g.settings["engine_in_process"] is True
+    import os
+
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    assert VLLMGenerator("/m", temperature=0.4, max_model_len=64).settings["engine_in_process"] is False
