@@ -35,14 +35,17 @@ the same training seeds and budget, then the held-out evaluation of every run an
 Status of the learning target (held-out success after RL >= warm start + 10 points in <= 30 minutes after setup),
 measured on the 2-core development VM (README, "Measured", has the same figures and commands):
 
-- **reached on the mean over 3 training seeds with this file's defaults, not yet by one plain run** (2026-12-02):
-  RL that counts an action off the admissible list as invalid (``rl_validity="admissible"``, penalty c = 0.1;
-  verl-agent checks format only), from the 47.9 % warm start below, 12 iterations x 8 tasks x n=4, lr 1e-4,
-  temperature 0.4: training seeds 0 / 1 / 2 -> held-out 70.8 / 56.2 / 56.2 % = **61.1 +- 6.9 % (+13.2 points)**;
-  RL 8 min 26 s on seed 0 (idle box, engines in the rollout actor); repeats 0.28 -> 0.13-0.24, actions on the
-  admissible list 0.52 -> 0.60-0.68. The plain command from empty caches: 30.9 min after setup (SFT 17 min 17 s),
-  56.2 +- 8.8 % (+8.3 points) -- not yet the target in one run (the evaluations now run ALFWorld in-process: ~43 s
-  less each, not yet re-timed in a full run). Before that rule:
+- **met by the plain command** (2026-12-02): ``bash scripts/quickstart.sh`` from a fresh clone of de95d81 with empty
+  caches, idle box: 27 min 58 s (games 55 s, SFT 16 min 5 s, evals 72 s and 69 s, RL 8 min 34 s), held-out success
+  on the 64-game panel **35.9 +- 4.4 % -> 54.7 +- 3.4 % (+18.8 points)**; repeats 35 -> 15 % of steps, actions on the
+  admissible list 42 -> 60 %. The run before it (1aa7755, evaluations spawning vLLM's engine processes, games
+  translated twice): +15.6 points in 30 min 51 s. The earlier RL runs re-evaluated on the 64 games: training seeds
+  0 / 1 / 2 +17.2 / +7.9 / +16.2 points (mean +13.8), an earlier plain run +12.5. RL counts an action off the
+  admissible list as invalid (``rl_validity="admissible"``, penalty c = 0.1; verl-agent checks format only).
+- on the 16-game panel (the default until 2026-12-02; its games are easier than the split: 47.9 % for the warm start
+  against 35.9 % on 64), with the admissible rule, 12 iterations x 8 tasks x n=4, lr 1e-4, temperature 0.4:
+  training seeds 0 / 1 / 2 -> held-out 70.8 / 56.2 / 56.2 % = 61.1 +- 6.9 % (+13.2 points); the plain command from
+  a25b0c5: 30.9 min, +8.3 points. Before that rule:
 
 - with verl-agent's format-only validity (``--rl-validity format``), 2026-12-02: 256 SFT games, 2582 step samples,
   3101 SFT steps in 15 min 15 s (loss 8.74 -> 0.109; games generated in 1 min 11 s); warm start **47.9 +- 2.9 %**
@@ -92,7 +95,7 @@ Earlier, with 64 SFT games (``--train-games 64 --sft-epochs 38.5``) and RL at te
   temperature-1.0 training success 0.50 -> 0.78 but not their success at the eval temperature 0.4 (83.3 -> 75.0 %),
   and held-out falls to 14.6 %. RL at 1.0 mostly sharpens toward the mode that a 0.4 evaluation already plays.
 
-Next: the compare (GRPO / GiGPO / GACA) with the admissible rule; the rule's effect per estimator; a GPU run.
+Next: the compare (GRPO / GiGPO / GACA) with the admissible rule and the 64-game panel; a GPU run.
 """
 from __future__ import annotations
 
