@@ -60,3 +60,19 @@ def paths(six_games) -> dict[str, str]:
 def walkthrough():
     """walkthrough(path) -> the stored command list of a game."""
     return _walkthrough
+
+
+def _play(env, path: str, commands: list[str]) -> list:
+    _, s = env.reset(path)
+    out = [[s.observation, s.admissible_actions]]
+    for cmd in commands:
+        s = env.step(cmd)
+        out.append([s.observation, s.admissible_actions, s.reward, s.won])
+    return out
+
+
+@pytest.fixture
+def play():
+    """``play(env, game, commands)``: what an env shows at reset and after each command (observation, admissible
+    actions, then reward and won) -- to compare two ways of playing the same game."""
+    return _play

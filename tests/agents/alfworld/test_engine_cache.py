@@ -14,16 +14,7 @@ pytestmark = pytest.mark.slow
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
-def _play(env, path: str, commands: list[str]) -> list:
-    _, s = env.reset(path)
-    out = [[s.observation, s.admissible_actions]]
-    for cmd in commands:
-        s = env.step(cmd)
-        out.append([s.observation, s.admissible_actions, s.reward, s.won])
-    return out
-
-
-def test_eight_concurrent_in_process_episodes_match_sequential_play(paths, walkthrough, tmp_path, monkeypatch):
+def test_eight_concurrent_in_process_episodes_match_sequential_play(paths, walkthrough, tmp_path, monkeypatch, play):
     """8 threads, each with its own in-process env, reset and step at the same time (the group pattern on the
     local backend). Without ENGINE_LOCK most of them crash in TextWorld's parser / the translator."""
     from agents.alfworld.env import AlfworldEnv
@@ -34,7 +25,7 @@ def test_eight_concurrent_in_process_episodes_match_sequential_play(paths, walkt
     monkeypatch.setenv("GACA_ALFWORLD_CACHE", "0")
     ref = AlfworldEnv(cache_size=8)
     for path, cmds in jobs:
-        expected.setdefault(path, _play(ref, path, cmds))
+        expected.setdefault(path, play(ref, path, cmds))
     ref.close()
     monkeypatch.setenv("GACA_ALFWORLD_CACHE", str(tmp_path / "cache"))  # the threads start on an empty cache
 
@@ -47,7 +38,7 @@ def test_eight_concurrent_in_process_episodes_match_sequential_play(paths, walkt
             env = AlfworldEnv(cache_size=2)
             barrier.wait(timeout=60)
             path, cmds = jobs[k]
-            results[k] = [_play(env, path, cmds) for _ in range(2)]  # a miss then a hit
+            results[k] = [play(env, path, cmds) for _ in range(2)]  # a miss then a hit
             env.close()
         except BaseException as e:  # noqa: BLE001 - reported below
             errors[k] = e

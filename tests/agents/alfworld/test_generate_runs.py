@@ -112,16 +112,7 @@ def test_worker_processes_report_skipped_games_in_index_order(tmp_path):
         generate(str(tmp_path / "gen2"), "train", 1, seed=0, workers=0)
 
 
-def _play(env, path: str, commands: list[str]) -> list:
-    _, s = env.reset(path)
-    out = [[s.observation, s.admissible_actions]]
-    for cmd in commands:
-        s = env.step(cmd)
-        out.append([s.observation, s.admissible_actions, s.reward, s.won])
-    return out
-
-
-def test_generator_caches_the_translation_of_every_written_game(tmp_path, monkeypatch):
+def test_generator_caches_the_translation_of_every_written_game(tmp_path, monkeypatch, play):
     """The generator translates each game to validate it; it stores that translation under the *written* file's
     key, so readers (SFT demonstrations, evaluation, RL) skip the translation and play exactly as a cold engine."""
     from agents.alfworld.engine import DiskCache
@@ -141,9 +132,9 @@ def test_generator_caches_the_translation_of_every_written_game(tmp_path, monkey
     cold = AlfworldEnv(cache_size=8)
     for g in games:
         walk = json.load(open(g))["walkthrough"]
-        played = _play(warm, g, walk)
+        played = play(warm, g, walk)
         assert warm.engine._pddl.walkthrough == walk  # the cached entry carries the written file's data
-        assert played == _play(cold, g, walk) and played[-1][-1] is True  # same play, and the walkthrough wins
+        assert played == play(cold, g, walk) and played[-1][-1] is True  # same play, and the walkthrough wins
     assert warm.engine.cache_info["disk_hits"] == 2 and warm.engine.cache_info["disk_misses"] == 0
     warm.close()
     cold.close()
