@@ -76,10 +76,18 @@ def gaca_permuted(ctx: StepContext, cfg: AdvantageConfig) -> AdvantageResult:
 def _hgpo_base(ctx: StepContext, cfg: AdvantageConfig) -> torch.Tensor:
     """HGPO's k = 0 item: A^E with statistics over all step samples of the group, as the public code fixes it
     (``compute_mean_std_cross_steps=True``) whatever ``episode_stats`` says."""
-    if cfg.episode_stats == "steps":
-        return ctx.episode_advantage
     g, n_g = ctx.group
-    return normalize(ctx.episode_score, g, n_g, cfg.mode, cfg.eps, singleton="unit")[0]
+    if cfg.episode_stats == "steps":
+        base = ctx.episode_advantage
+    else:
+        base = normalize(ctx.episode_score, g, n_g, cfg.mode, cfg.eps, singleton="unit")[0]
+    # a group whose step samples all have the same score has no base item: exactly 0 (HGPO counts non-zero items, so
+    # the rounding noise of x - mean must not make one), as a flat history group
+    s = ctx.episode_score
+    lo = torch.full((n_g,), float("inf"), dtype=s.dtype).scatter_reduce_(0, g, s, "amin")
+    hi = torch.full((n_g,), float("-inf"), dtype=s.dtype).scatter_reduce_(0, g, s, "amax")
+    count = torch.bincount(g, minlength=n_g)
+    return torch.where(((count > 1) & (lo == hi))[g], torch.zeros_like(base), base)
 
 
 @register_estimator("hgpo")

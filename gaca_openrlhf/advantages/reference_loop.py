@@ -195,9 +195,12 @@ def reference_advantages(
         out["advantage"] = [(1 - lam[i]) * ep_adv[i] + lam[i] * step_adv[i] for i in range(n)]
     elif est == "hgpo":
         # the base item always uses statistics over all step samples (public code)
-        base_stats = {g: (_stats(v) if len(v) > 1 else (0.0, 1.0))
-                      for g, v in _pool_steps(group, score).items()}
-        base = [_norm(score[i], *base_stats[group[i]], cfg) for i in range(n)]
+        pools = _pool_steps(group, score)
+        base_stats = {g: (_stats(v) if len(v) > 1 else (0.0, 1.0)) for g, v in pools.items()}
+        # a group whose step samples all have the same score has no base item (exactly 0, as a flat history group):
+        # whether rounding noise in (x - mean) counts as an item must not decide the weighted mean
+        flat = {g for g, v in pools.items() if len(v) > 1 and max(v) == min(v)}
+        base = [0.0 if group[i] in flat else _norm(score[i], *base_stats[group[i]], cfg) for i in range(n)]
         out["advantage"], out["step_advantage"] = _hgpo_loop(group, steps_of, anchor, ret, base, cfg)
     elif est == "empg":
         out["advantage"], out["step_advantage"] = _empg_loop(steps_of, entropy, ep_adv, cfg)

@@ -226,3 +226,21 @@ def test_cli_style_boolean_options():
         AdvantageConfig(history_length=-1)
     assert AdvantageConfig().history_length == 2 and AdvantageConfig().length_weight_alpha == 1.0
     assert AdvantageConfig().base_group is False  # the public recipe's defaults
+
+
+@pytest.mark.parametrize("episode_stats", ["steps", "trajectories"])
+def test_hgpo_flat_group_has_no_base_item(episode_stats):
+    """One trajectory in its group: its steps share one episode score, so A^E is flat and must be no item. Found by
+    hypothesis: x - sum/count rounds to ~1e-16 for this score (8.098682749008287 * 6 / 6 != itself), which / (std +
+    eps) made a ~1e-10 'non-zero' base item and halved the advantage (and the Python loop rounds differently)."""
+    x = 8.098682749008287
+    assert torch.tensor([x] * 6, dtype=torch.float64).sum() / 6 != x  # the rounding the rule must not depend on
+    b = StepBatch.from_lists([0] * 6, [0] * 6, list(range(6)), [7] * 6, [0.0] * 5 + [x], [True] * 6)
+    cfg = AdvantageConfig(mode="mean_std_norm", gamma=0.95, history_length=0, base_group=True,
+                          episode_stats=episode_stats, dtype="float64")
+    got = compute_advantages(b, cfg, estimator="hgpo")
+    assert torch.count_nonzero(got.step_advantage) == 6  # the history group (discounted returns) is not flat
+    assert torch.allclose(got.advantage, got.step_advantage, atol=1e-12)  # so the history item alone counts
+    ref = reference_advantages([0] * 6, [0] * 6, list(range(6)), [7] * 6, [0.0] * 5 + [x], [True] * 6, None, cfg,
+                               estimator="hgpo", entropy=[0.0] * 6)
+    assert torch.allclose(got.advantage, torch.tensor(ref["advantage"], dtype=torch.float64), atol=1e-9)
