@@ -540,12 +540,13 @@ class GameEngine:
             info.update(disk_hits=self._pddl.disk.hits, disk_misses=self._pddl.disk.misses)
         return info
 
-    def cache_translation_as(self, played_file: str, game: dict, content: bytes, disk_dir: str) -> bool:
+    def cache_translation_as(self, played_file: str, game: dict, content: bytes, disk: "str | DiskCache") -> bool:
         """Store the translation of ``played_file`` (loaded by this engine, still in its memory cache) in the disk
-        cache at ``disk_dir`` under the key of a game file holding ``content`` -- the same game (domain, problem,
-        grammar) written elsewhere with more fields, ``game`` being its parsed content. The generator uses it: it has
-        translated every game to validate it, so later readers of the written file need not translate it again.
-        False when the played translation is not in memory (nothing is written)."""
+        cache ``disk`` (a :class:`DiskCache` or its directory) under the key of a game file holding ``content`` --
+        the same game (domain, problem, grammar) written elsewhere with more fields, ``game`` being its parsed
+        content. The generator uses it: it has translated every game to validate it, so later readers of the written
+        file need not translate it again. False when the played translation is not in memory (nothing is written)."""
+
         import dataclasses
 
         with ENGINE_LOCK:
@@ -555,7 +556,8 @@ class GameEngine:
             same = ("pddl_domain", "pddl_problem", "grammar")
             if any(t.data.get(k) != game.get(k) for k in same):
                 raise ValueError(f"{played_file} is not the game to be cached (domain, problem or grammar differ)")
-            disk = DiskCache(disk_dir)
+            if not isinstance(disk, DiskCache):
+                disk = DiskCache(disk)
             disk.put(disk.key_of_bytes(content), dataclasses.replace(t, data=game))
             return True
 

@@ -542,10 +542,12 @@ def _make_game(job: _GameJob) -> _GameResult:
     from agents.alfworld.expert import run_expert
 
     if not _WORKER:
-        from agents.alfworld.engine import disk_cache_dir
+        from agents.alfworld.engine import DiskCache, disk_cache_dir
 
+        disk = disk_cache_dir()  # one DiskCache per process (its versions tag reads package metadata)
         _WORKER.update(engine=GameEngine(cache_size=2, request_facts=True, disk_cache=None), rules=Rules(),
-                       domain=assets.domain_text(), grammar=assets.grammar_text(), disk=disk_cache_dir())
+                       domain=assets.domain_text(), grammar=assets.grammar_text(),
+                       disk=DiskCache(disk) if disk else None)
     engine, rules = _WORKER["engine"], _WORKER["rules"]
     res = _GameResult(job.index)
     for attempt in range(job.max_attempts):

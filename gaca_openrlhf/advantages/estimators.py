@@ -14,7 +14,7 @@ from .config import AdvantageConfig
 from .context import StepContext
 from .hgpo import history_group_advantage
 from .registry import register_estimator
-from .segment import normalize
+from .segment import flat_segments, normalize
 
 
 @register_estimator("grpo")
@@ -83,11 +83,9 @@ def _hgpo_base(ctx: StepContext, cfg: AdvantageConfig) -> torch.Tensor:
         base = normalize(ctx.episode_score, g, n_g, cfg.mode, cfg.eps, singleton="unit")[0]
     # a group whose step samples all have the same score has no base item: exactly 0 (HGPO counts non-zero items, so
     # the rounding noise of x - mean must not make one), as a flat history group
-    s = ctx.episode_score
-    lo = torch.full((n_g,), float("inf"), dtype=s.dtype).scatter_reduce_(0, g, s, "amin")
-    hi = torch.full((n_g,), float("-inf"), dtype=s.dtype).scatter_reduce_(0, g, s, "amax")
     count = torch.bincount(g, minlength=n_g)
-    return torch.where(((count > 1) & (lo == hi))[g], torch.zeros_like(base), base)
+    flat = flat_segments(ctx.episode_score, g, n_g, count) & (count > 1)  # a singleton keeps its "unit" item
+    return torch.where(flat[g], torch.zeros_like(base), base)
 
 
 @register_estimator("hgpo")

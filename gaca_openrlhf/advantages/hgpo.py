@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from .segment import segment_sum
+from .segment import flat_segments, segment_sum
 
 
 def _population_normalize(
@@ -31,9 +31,7 @@ def _population_normalize(
     count = torch.bincount(seg, minlength=n).to(x.dtype)
     mean = segment_sum(x, seg, n) / count.clamp(min=1)
     dev = x - mean[seg]
-    lo = torch.full((n,), float("inf"), dtype=x.dtype).scatter_reduce_(0, seg, x, "amin")
-    hi = torch.full((n,), float("-inf"), dtype=x.dtype).scatter_reduce_(0, seg, x, "amax")
-    flat = (count < 2) | (lo == hi)
+    flat = flat_segments(x, seg, n, count)
     if mode == "mean_std_norm":
         std = torch.sqrt(segment_sum(dev * dev, seg, n) / count.clamp(min=1))
         dev = dev / (std[seg] + eps)

@@ -49,6 +49,14 @@ def segment_mean_std(x: torch.Tensor, seg: torch.Tensor, n: int) -> tuple[torch.
     return count, mean, std
 
 
+def flat_segments(x: torch.Tensor, seg: torch.Tensor, n: int, count: torch.Tensor) -> torch.Tensor:
+    """Per segment: True when it has fewer than 2 samples or all its values are exactly equal (min == max), so that
+    a caller can give it exactly 0 rather than the rounding noise of x - mean."""
+    lo = torch.full((n,), float("inf"), dtype=x.dtype).scatter_reduce_(0, seg, x, "amin")
+    hi = torch.full((n,), float("-inf"), dtype=x.dtype).scatter_reduce_(0, seg, x, "amax")
+    return (count < 2) | (lo == hi)
+
+
 def normalize(
     x: torch.Tensor, seg: torch.Tensor, n: int, mode: str, eps: float, singleton: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
