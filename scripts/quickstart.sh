@@ -19,4 +19,6 @@ if [ "${QUICKSTART_SKIP_SETUP:-0}" != "1" ]; then
   fi
 fi
 export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}" GACA_BACKEND="${GACA_BACKEND:-cpu}"
+# torch imports pynvml (OpenRLHF's requirement), whose import-time deprecation notice is the console's only stray line
+export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore:The pynvml package is deprecated:FutureWarning}"
 exec "$ROOT/.venv/bin/python" -m gaca_openrlhf.bench "$@"
