@@ -30,7 +30,10 @@ Phases (one status line each; every command's full output goes to ``<out>/logs/<
 ``--compare`` replaces phases 4-6 by GRPO, GiGPO and GACA from the same warm start on the same tasks, each with
 the same training seeds and budget, then the held-out evaluation of every run and one comparison report
 (curves with mean/SD bands, final success per method with population SD, paired wins per seed).
-``--smoke`` runs the same phases at minimum size (the CI path, <= 8 minutes on an idle 2-core box).
+``--smoke`` runs the same phases at minimum size (the CI path, <= 8 minutes on an idle 2-core box). The runs go
+seed by seed (every method on seed 0, then seed 1, ...), and ``--resume`` reuses what an earlier invocation with the
+same ``--out`` and settings finished (RL runs of the same command, evaluations of the same model), so an
+interrupted ``--compare`` is finished, or extended by seeds, without redoing its runs.
 
 Status of the learning target (held-out success after RL >= warm start + 10 points in <= 30 minutes after setup),
 measured on the 2-core development VM (README, "Measured", has the same figures and commands):
@@ -307,6 +310,8 @@ class State:
     runs: dict = field(default_factory=dict)  # label -> run dir
     server: subprocess.Popen | None = None
     catalog_generated: bool = False
+    resume: bool = False  # --resume: reuse finished RL runs and evaluations in the output folder
+    reused: list = field(default_factory=list)  # the phases --resume reused, recorded in run.json
 
 
 def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
@@ -473,16 +478,39 @@ def _eval_cmd(cfg: QuickstartConfig, st: State, model: str, out_dir: Path, seeds
     return cmd
 
 
+def reusable_eval(cfg: QuickstartConfig, out_dir: Path, model: str, seeds) -> bool:
+    """``--resume``: every seed's result is in ``out_dir``, written after ``model`` was, with this run's settings."""
+    model_file = Path(model) / "config.json"
+    want = {"model": model, "env": cfg.env, "temperature": cfg.eval_temperature, "max_steps": cfg.max_steps,
+            "max_tokens": cfg.max_new_tokens, "num_tasks": cfg.heldout_games, "episodes_per_task": 1}
+    for seed in seeds:
+        f = out_dir / f"seed{seed}.json"
+        if not f.is_file() or not model_file.is_file() or f.stat().st_mtime < model_file.stat().st_mtime:
+            return False
+        try:
+            got = json.loads(f.read_text()).get("config", {})
+        except json.JSONDecodeError:
+            return False
+        if any(got.get(k) != v for k, v in dict(want, seed=seed).items()):
+            return False
+    return True
+
+
 def phase_eval(cfg: QuickstartConfig, st: State, out: Path, con: Console, label: str, model: str,
                seeds=None) -> str:
     from gaca_openrlhf.bench.report import load_eval_dir, seed_stats
 
     seeds = tuple(seeds or cfg.eval_seeds)
     out_dir = out / "eval" / label
-    run_logged(_eval_cmd(cfg, st, model, out_dir, seeds), con.log_dir / f"eval-{label}.log", env=_env())
+    reused = st.resume and reusable_eval(cfg, out_dir, model, seeds)
+    if reused:
+        st.reused.append(f"eval-{label}")
+    else:
+        run_logged(_eval_cmd(cfg, st, model, out_dir, seeds), con.log_dir / f"eval-{label}.log", env=_env())
     st.evals[label] = str(out_dir)
     m, sd, _ = seed_stats(load_eval_dir(out_dir))
-    return f"held-out success {100 * m:.1f} +- {100 * sd:.1f} % over seeds {','.join(map(str, seeds))}"
+    return (f"held-out success {100 * m:.1f} +- {100 * sd:.1f} % over seeds {','.join(map(str, seeds))}"
+            + ("; reused (--resume)" if reused else ""))
 
 
 def rl_command(cfg: QuickstartConfig, st: State, run_dir: Path, method: str, seed: int) -> list[str]:
@@ -515,26 +543,46 @@ def rl_command(cfg: QuickstartConfig, st: State, run_dir: Path, method: str, see
     return cmd
 
 
+def reusable_run(cfg: QuickstartConfig, run_dir: Path, cmd: list[str], warm: str) -> bool:
+    """``--resume``: ``run_dir`` holds a finished run of exactly ``cmd`` (same method, seed, sizes, warm start path),
+    saved after the warm start was (a warm start trained again since makes every run of it stale)."""
+    from gaca_openrlhf.bench.report import read_metrics
+
+    done, warm_cfg = run_dir / "config.json", Path(warm) / "config.json"
+    if not ((run_dir / "command.txt").is_file() and done.is_file() and warm_cfg.is_file()
+            and (run_dir / "command.txt").read_text() == shlex.join(cmd) + "\n"
+            and done.stat().st_mtime >= warm_cfg.stat().st_mtime
+            and any(run_dir.glob("*.safetensors"))):
+        return False
+    # the model is saved after the last iteration; a run killed while saving has no complete metrics either
+    return len(read_metrics(run_dir / "metrics.jsonl")) >= cfg.rl_iterations
+
+
 def phase_rl(cfg: QuickstartConfig, st: State, out: Path, con: Console, method: str, seed: int, label: str) -> str:
     from gaca_openrlhf.bench.report import read_metrics
 
     run_dir = out / "runs" / label
-    if run_dir.exists():
-        import shutil
-
-        shutil.rmtree(run_dir)  # metrics.jsonl appends: a stale run would mix into the curve
-    run_dir.mkdir(parents=True)
     cmd = rl_command(cfg, st, run_dir, method, seed)
-    (run_dir / "command.txt").write_text(shlex.join(cmd) + "\n")
-    run_logged(cmd, con.log_dir / f"rl-{label}.log", env=_env())
-    if not (run_dir / "config.json").is_file():
-        raise PhaseError(f"the RL run wrote no model to {run_dir}; see {con.log_dir / f'rl-{label}.log'}")
+    reused = st.resume and reusable_run(cfg, run_dir, cmd, st.warm)
+    if reused:
+        st.reused.append(f"rl-{label}")
+    else:
+        if run_dir.exists():
+            import shutil
+
+            shutil.rmtree(run_dir)  # metrics.jsonl appends: a stale run would mix into the curve
+        run_dir.mkdir(parents=True)
+        (run_dir / "command.txt").write_text(shlex.join(cmd) + "\n")
+        run_logged(cmd, con.log_dir / f"rl-{label}.log", env=_env())
+        if not (run_dir / "config.json").is_file():
+            raise PhaseError(f"the RL run wrote no model to {run_dir}; see {con.log_dir / f'rl-{label}.log'}")
     st.runs[label] = str(run_dir)
     recs = read_metrics(run_dir / "metrics.jsonl")
     sr = [r.get("rollout/success_rate") for r in recs]
     lam = [r.get("adv/lambda_mean") for r in recs]
     fmt = lambda xs: ",".join("-" if x is None else f"{x:.2f}" for x in xs)  # noqa: E731
-    return f"{len(recs)} iterations; training success {fmt(sr)}" + (f"; mean lambda {fmt(lam)}" if method == "gaca" else "")
+    return (f"{len(recs)} iterations; training success {fmt(sr)}" + (f"; mean lambda {fmt(lam)}" if method == "gaca" else "")
+            + ("; reused (--resume)" if reused else ""))
 
 
 # ------------------------------------------------------------------------------------------------ run record
@@ -579,6 +627,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="output folder (default outputs/quickstart[_compare][_webshop])")
     p.add_argument("--stop-after", default=None, choices=["data", "sft", "eval-before"],
                    help="stop after this phase (e.g. to check the warm start alone)")
+    p.add_argument("--resume", action="store_true",
+                   help="reuse what an earlier run with the same --out and settings finished: RL runs of the same "
+                        "command from the same warm start, evaluations of the same model and settings (e.g. to "
+                        "finish an interrupted --compare; games and the warm start are cached anyway)")
     p.add_argument("--warm-start", default=None, metavar="MODEL_DIR",
                    help="skip SFT and start from this model folder (e.g. an earlier run's warm start)")
     for f in QuickstartConfig.__dataclass_fields__.values():
@@ -653,6 +705,12 @@ def config_from_args(args) -> QuickstartConfig:
     return cfg
 
 
+def run_order(cfg: QuickstartConfig) -> list[tuple[str, int]]:
+    """The (method, training seed) RL runs, seed by seed: a --compare stopped part-way has every method on each seed
+    it finished, which is what a paired comparison needs."""
+    return [(m, s) for s in cfg.rl_seeds for m in cfg.methods]
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -661,13 +719,14 @@ def main(argv=None) -> int:
     out = Path(args.out or default_out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     mode = ("smoke " if args.smoke else "") + ("compare" if args.compare else "quickstart")
-    runs = [(m, s) for m in cfg.methods for s in cfg.rl_seeds]
+    runs = run_order(cfg)
     total = 3 + (len(runs) * 2 + 1 if args.compare else 3)
     con = Console(out, total)
     record = provenance(argv, cfg, mode)
     (out / "run.json").write_text(json.dumps(record, indent=1))
     con.note(f"GACA quickstart ({mode}, {cfg.env}) -> {out}   [full logs: {con.log_dir}]")
-    st = State()
+    st = State(resume=args.resume)
+    record["reused"] = st.reused  # filled as phases are reused; written with the record
     from gaca_openrlhf.bench import report
 
     try:

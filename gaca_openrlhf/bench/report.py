@@ -193,6 +193,8 @@ def _provenance_md(record: dict, timings: dict) -> str:
         "- packages: " + ", ".join(f"{k} {v}" for k, v in pk.items()),
         "- phase wall times: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()),
     ]
+    if record.get("reused"):  # --resume: these came from an earlier invocation (their time is not in the wall times)
+        lines.append("- reused from an earlier invocation in this folder (`--resume`): " + ", ".join(record["reused"]))
     return "\n".join(lines)
 
 

@@ -48,3 +48,20 @@ def test_quickstart_smoke_from_empty_caches():
     # built from scratch into the private cache, not the user's
     assert any((cache / "quickstart").glob("warm-alfworld-smoke/config.json"))
     assert (out / "logs" / "rl-gaca_seed0.log").stat().st_size > 0
+
+    # --resume on the same folder: a compare that adds GRPO reuses the warm start's evaluation and the finished GACA
+    # run (its log is not touched), and runs only what is new
+    rl_log = out / "logs" / "rl-gaca_seed0.log"
+    log_size = rl_log.stat().st_size
+    res = subprocess.run(["bash", "scripts/quickstart.sh", "--smoke", "--compare", "--methods", "gaca,grpo",
+                          "--rl-seeds", "0", "--eval-seeds", "0,1,2", "--resume", "--out", str(out)], cwd=ROOT,
+                         env=dict(env, QUICKSTART_SKIP_SETUP="1"), capture_output=True, text=True, timeout=1200)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    assert res.stdout.count("reused (--resume)") == 2, res.stdout
+    run = json.loads((out / "run.json").read_text())
+    assert run["reused"] == ["eval-warm_start", "rl-gaca_seed0"] and run["status"] == "ok"
+    assert rl_log.stat().st_size == log_size
+    assert (out / "logs" / "rl-grpo_seed0.log").stat().st_size > 0
+    assert sorted(p.name for p in (out / "eval").iterdir()) == ["after_rl", "gaca_seed0", "grpo_seed0", "warm_start"]
+    assert sorted(run["metrics"]["final"]) == ["gaca", "grpo"]  # the compare report holds both methods
+    assert "reused" in (out / "report.md").read_text()

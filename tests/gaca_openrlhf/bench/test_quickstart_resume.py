@@ -1,0 +1,114 @@
+"""``--resume``: which finished RL runs and evaluations an interrupted quickstart/compare may reuse.
+
+The files are laid out as the real phases write them (run folder: command.txt, the saved model, metrics.jsonl;
+evaluation: seed<S>.json with the eval CLI's ``config``); each test breaks one condition a stale result would show.
+"""
+import json
+import os
+import shlex
+
+from gaca_openrlhf.bench.quickstart import (State, build_parser, config_from_args, reusable_eval, reusable_run,
+                                            rl_command, run_order)
+
+
+def cfg_of(*argv):
+    return config_from_args(build_parser().parse_args(list(argv)))
+
+
+def _age(path, seconds):
+    """Set ``path``'s mtime ``seconds`` into the past (the rules compare a result's time with its model's)."""
+    t = os.stat(path).st_mtime - seconds
+    os.utime(path, (t, t))
+
+
+def finished_run(tmp_path, cfg, method="gaca", seed=0, iterations=None):
+    warm = tmp_path / "warm"
+    warm.mkdir(parents=True, exist_ok=True)
+    (warm / "config.json").write_text("{}")
+    _age(warm / "config.json", 100)
+    st = State(data=str(tmp_path / "games"), train_tasks=str(tmp_path / "tasks.jsonl"), warm=str(warm))
+    run_dir = tmp_path / "runs" / f"{method}_seed{seed}"
+    run_dir.mkdir(parents=True)
+    cmd = rl_command(cfg, st, run_dir, method, seed)
+    (run_dir / "command.txt").write_text(shlex.join(cmd) + "\n")
+    (run_dir / "model.safetensors").write_bytes(b"\0" * 8)
+    n = cfg.rl_iterations if iterations is None else iterations
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps({"iteration": i + 1}) + "\n" for i in range(n)))
+    (run_dir / "config.json").write_text("{}")
+    return st, run_dir, cmd
+
+
+def test_a_finished_run_of_the_same_command_is_reused(tmp_path):
+    cfg = cfg_of("--compare")
+    st, run_dir, cmd = finished_run(tmp_path, cfg)
+    assert reusable_run(cfg, run_dir, cmd, st.warm)
+    # another seed, method or size is another command
+    assert not reusable_run(cfg, run_dir, rl_command(cfg, st, run_dir, "gaca", 1), st.warm)
+    assert not reusable_run(cfg, run_dir, rl_command(cfg, st, run_dir, "grpo", 0), st.warm)
+    longer = cfg_of("--compare", "--rl-iterations", "9")
+    assert not reusable_run(longer, run_dir, rl_command(longer, st, run_dir, "gaca", 0), st.warm)
+
+
+def test_an_unfinished_or_stale_run_is_not_reused(tmp_path):
+    cfg = cfg_of("--compare")
+    st, run_dir, cmd = finished_run(tmp_path, cfg, iterations=cfg.rl_iterations - 1)
+    assert not reusable_run(cfg, run_dir, cmd, st.warm)  # stopped before its last iteration
+
+    st, run_dir, cmd = finished_run(tmp_path / "b", cfg)
+    (run_dir / "model.safetensors").unlink()
+    assert not reusable_run(cfg, run_dir, cmd, st.warm)  # killed while saving
+
+    st, run_dir, cmd = finished_run(tmp_path / "c", cfg)
+    _age(run_dir / "config.json", 200)  # the warm start was trained again after this run
+    assert not reusable_run(cfg, run_dir, cmd, st.warm)
+
+    st, run_dir, cmd = finished_run(tmp_path / "d", cfg)
+    (run_dir / "config.json").unlink()
+    assert not reusable_run(cfg, run_dir, cmd, st.warm)
+
+
+def write_eval(out_dir, cfg, model, seeds, **changed):
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for seed in seeds:
+        conf = {"model": model, "env": cfg.env, "seed": seed, "temperature": cfg.eval_temperature,
+                "max_steps": cfg.max_steps, "max_tokens": cfg.max_new_tokens, "num_tasks": cfg.heldout_games,
+                "episodes_per_task": 1, **changed}
+        (out_dir / f"seed{seed}.json").write_text(json.dumps({"success_rate": 0.5, "config": conf}))
+
+
+def test_an_evaluation_is_reused_only_for_the_same_model_seeds_and_settings(tmp_path):
+    cfg = cfg_of()
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    _age(model / "config.json", 100)
+    write_eval(tmp_path / "ok", cfg, str(model), (0, 1, 2))
+    assert reusable_eval(cfg, tmp_path / "ok", str(model), (0, 1, 2))
+    assert not reusable_eval(cfg, tmp_path / "ok", str(model), (0, 1, 2, 3))  # a seed not evaluated yet
+    assert not reusable_eval(cfg, tmp_path / "ok", str(tmp_path / "other"), (0, 1, 2))
+    assert not reusable_eval(cfg_of("--eval-temperature", "1.0"), tmp_path / "ok", str(model), (0, 1, 2))
+    assert not reusable_eval(cfg_of("--heldout-games", "16"), tmp_path / "ok", str(model), (0, 1, 2))
+    write_eval(tmp_path / "steps", cfg, str(model), (0, 1, 2), max_steps=cfg.max_steps + 1)
+    assert not reusable_eval(cfg, tmp_path / "steps", str(model), (0, 1, 2))
+    (tmp_path / "ok" / "seed1.json").write_text("{trunc")
+    assert not reusable_eval(cfg, tmp_path / "ok", str(model), (0, 1, 2))  # a file cut off mid-write
+
+
+def test_an_evaluation_older_than_its_model_is_not_reused(tmp_path):
+    cfg = cfg_of()
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    write_eval(tmp_path / "ev", cfg, str(model), (0,))
+    _age(tmp_path / "ev" / "seed0.json", 100)  # the model was trained again after this evaluation
+    assert not reusable_eval(cfg, tmp_path / "ev", str(model), (0,))
+
+
+def test_resume_is_opt_in():
+    assert build_parser().parse_args(["--resume"]).resume and not build_parser().parse_args([]).resume
+
+
+def test_compare_runs_go_seed_by_seed():
+    cfg = cfg_of("--compare", "--rl-seeds", "0,1")
+    assert run_order(cfg) == [("grpo", 0), ("gigpo", 0), ("gaca", 0), ("grpo", 1), ("gigpo", 1), ("gaca", 1)]
+    assert run_order(cfg_of()) == [("gaca", 0)]
