@@ -13,12 +13,19 @@ import sys
 
 from gaca_openrlhf.advantages import AdvantageConfig, list_estimators
 from gaca_openrlhf.cli.openrlhf_parser import build_parser, extend_choices, validate
+from gaca_openrlhf.cpu import PARAM_DTYPES, backend_mode, resolve_param_dtype
 from gaca_openrlhf.rollout import AGENT_FUNC_PATH
 from gaca_openrlhf.rollout.config import VALIDITY_MODES
 
 
 def add_project_args(parser: argparse.ArgumentParser) -> None:
     extend_choices(parser, "algo.advantage.estimator", list_estimators())
+    extend_choices(parser, "ds.param_dtype", PARAM_DTYPES)
+    for action in parser._actions:
+        if action.dest == "ds.param_dtype":  # OpenRLHF's bf16, unless the CPU has no native bf16 matmul
+            action.default = "auto"
+            action.help = ("training and rollout dtype: bf16 | fp16 | fp32 (CPU backend only) | auto (default: bf16 "
+                           "on GPUs and on CPUs with native bf16 matmuls, else fp32, ~10x faster there)")
     g = parser.add_argument_group("GACA estimator (--gaca.*, AdvantageConfig)")
     for f in dataclasses.fields(AdvantageConfig):
         if f.name == "estimator":
@@ -73,6 +80,14 @@ def parse_args(argv=None):
     parser = build_parser()
     add_project_args(parser)
     flat = parser.parse_args(argv)
+    requested = getattr(flat, "ds.param_dtype")
+    try:
+        dtype = resolve_param_dtype(requested, backend_mode(getattr(flat, "gaca.backend")))
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    if dtype != requested:
+        print(f"[gaca] --ds.param_dtype {requested} -> {dtype}", file=sys.stderr)
+    setattr(flat, "ds.param_dtype", dtype)
     step_estimator = getattr(flat, "algo.advantage.estimator") in list_estimators()
     if step_estimator and not getattr(flat, "train.agent_func_path"):
         setattr(flat, "train.agent_func_path", AGENT_FUNC_PATH)  # the step-level agent rollout

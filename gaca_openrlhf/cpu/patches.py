@@ -11,6 +11,9 @@ torch-level (applied at once, cheap):
 - ``init_device_mesh("cuda", ...)`` -> ``"cpu"`` (``DeepspeedStrategy.setup_distributed``)
 
 OpenRLHF-level (applied when the module is first imported, via a post-import hook):
+- ``utils.utils.convert_to_torch_dtype`` also maps ``"fp32"`` -> ``torch.float32`` (``--ds.param_dtype fp32``, the
+  CPU default where bf16 matmuls have no native kernel: :func:`gaca_openrlhf.cpu.resolve_param_dtype`); DeepSpeed
+  then trains in fp32 (its config enables neither bf16 nor fp16).
 - ``NaiveReplayBuffer.__init__`` builds ``torch.device(f"cuda:{current_device()}")``: target device set to CPU.
 - ``DeepspeedStrategy.get_ds_train_config``: AdamW runs as ``torch.optim.AdamW`` (DeepSpeed's ``torch_adam``)
   instead of FusedAdam, whose CPU build is a 2-4 minute C++ JIT compile on first use (optimizer offload keeps
@@ -117,8 +120,23 @@ def _patch_deepspeed_comm(module) -> None:
             setattr(cls, name, _completed(fn))
 
 
+def _patch_dtype_names(module) -> None:
+    orig = module.convert_to_torch_dtype
+    if getattr(orig, "__gaca_cpu__", False):
+        return
+
+    def convert_to_torch_dtype(param_dtype: str):
+        import torch
+
+        return torch.float32 if param_dtype == "fp32" else orig(param_dtype)
+
+    convert_to_torch_dtype.__gaca_cpu__ = True
+    module.convert_to_torch_dtype = convert_to_torch_dtype
+
+
 # module name -> patch applied right after the module is executed
 _POST_IMPORT = {
+    "openrlhf.utils.utils": _patch_dtype_names,
     "openrlhf.trainer.ppo_utils.replay_buffer": _patch_replay_buffer,
     "openrlhf.utils.deepspeed.deepspeed": _patch_deepspeed_strategy,
     "deepspeed.comm.torch": _patch_deepspeed_comm,

@@ -76,7 +76,7 @@ def train(args) -> None:
     strategy.print(args)
     dup = args.ds.ring_attn_size * args.ds.tensor_parallel_size
     max_len = args.data.max_len
-    dtype = "bfloat16" if args.ds.param_dtype == "bf16" else "float16"
+    dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[args.ds.param_dtype]  # vLLM's names
 
     pg = colocated_pg = None
     if cpu:

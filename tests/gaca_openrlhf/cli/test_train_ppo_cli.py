@@ -82,3 +82,17 @@ def test_openrlhf_launch_checks_restored():
 def test_sync_gap_limit_option():
     assert parse_args(_step()).gaca.max_logprob_gap == pytest.approx(0.1)
     assert parse_args(_step("--gaca.max_logprob_gap", "0")).gaca.max_logprob_gap == 0.0
+
+
+def test_param_dtype_auto_is_resolved_before_anything_reads_it(monkeypatch):
+    import gaca_openrlhf.cpu as cpu
+
+    monkeypatch.setattr(cpu, "fast_bf16", lambda: False)
+    base = BASE + ["--algo.advantage.estimator", "gaca", "--train.batch_size", "4"]
+    assert parse_args(base + ["--gaca.backend", "cpu"]).ds.param_dtype == "fp32"  # the default is auto
+    assert parse_args(base + ["--gaca.backend", "cpu", "--ds.param_dtype", "bf16"]).ds.param_dtype == "bf16"
+    assert parse_args(base + ["--gaca.backend", "gpu"]).ds.param_dtype == "bf16"
+    with pytest.raises(SystemExit, match="CPU backend"):
+        parse_args(base + ["--gaca.backend", "gpu", "--ds.param_dtype", "fp32"])
+    monkeypatch.setattr(cpu, "fast_bf16", lambda: True)
+    assert parse_args(base + ["--gaca.backend", "cpu"]).ds.param_dtype == "bf16"

@@ -16,6 +16,15 @@ assert NaiveReplayBuffer(2).target_device == torch.device("cpu")
 import openrlhf.utils.deepspeed.deepspeed as ds
 assert getattr(ds.init_device_mesh, "__gaca_cpu__", False)
 assert getattr(ds.DeepspeedStrategy.get_ds_train_config, "__gaca_cpu__", False)
+from openrlhf.utils.utils import convert_to_torch_dtype  # imported inside Actor.__init__ at call time
+assert convert_to_torch_dtype("fp32") is torch.float32 and convert_to_torch_dtype("bf16") is torch.bfloat16
+from openrlhf.models import Actor
+import tempfile
+from transformers import Qwen2Config, Qwen2ForCausalLM
+d = tempfile.mkdtemp()
+Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                             num_attention_heads=2, num_key_value_heads=1)).save_pretrained(d)
+assert next(Actor(d, attn_implementation="sdpa", param_dtype="fp32").parameters()).dtype is torch.float32
 from gaca_openrlhf.cpu import ray_runtime_env, use_cpu_backend
 assert use_cpu_backend("auto") and not use_cpu_backend("gpu")
 assert ray_runtime_env()["worker_process_setup_hook"] == "gaca_openrlhf.cpu.patches.apply"

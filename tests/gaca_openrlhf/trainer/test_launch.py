@@ -393,7 +393,7 @@ def test_train_cpu_wiring(rig):
     the dtype from --ds.param_dtype, agent function, prefix caching, determinism), the CPU actor group / policy
     class not used, actors not duplicated, or the trainer given a CPU slot (it starves the env workers)."""
     a = _args("--gaca.backend", "cpu", "--train.seed", "3", "--vllm.gpu_memory_utilization", "0.3",
-              "--vllm.enable_prefix_caching", "--data.max_len", "600")
+              "--vllm.enable_prefix_caching", "--data.max_len", "600", "--ds.param_dtype", "bf16")
     a.vllm.num_engines = 0
     a.train.full_determinism_enable = True
     a.ds.ring_attn_size = 2
@@ -417,6 +417,10 @@ def test_train_cpu_wiring(rig):
     launch.train(a2)
     ((eargs, ekw),) = calls(log, "create_cpu_vllm_engines")
     assert eargs[0] == 3 and ekw["dtype"] == "float16"
+    rig.log.clear()
+    launch.train(_args("--gaca.backend", "cpu", "--ds.param_dtype", "fp32"))
+    ((_, ekw),) = calls(log, "create_cpu_vllm_engines")
+    assert ekw["dtype"] == "float32"  # the engines sample from the dtype the actor trains in
 
 
 def test_train_cpu_ref_model_with_kl(rig):
