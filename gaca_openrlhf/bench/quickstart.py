@@ -295,6 +295,10 @@ def _env() -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ phases
+#: in an RL run folder and an evaluation folder: the seconds that phase took (a --resume report shows them)
+WALL_TIME_FILE = "wall_s.txt"
+
+
 @dataclass
 class State:
     """What the phases hand each other."""
@@ -312,6 +316,14 @@ class State:
     catalog_generated: bool = False
     resume: bool = False  # --resume: reuse finished RL runs and evaluations in the output folder
     reused: list = field(default_factory=list)  # the phases --resume reused, recorded in run.json
+    reused_wall_s: dict = field(default_factory=dict)  # phase -> seconds it took when it ran (where recorded)
+
+    def note_reused(self, phase: str, folder: Path) -> None:
+        self.reused.append(phase)
+        try:
+            self.reused_wall_s[phase] = float((folder / WALL_TIME_FILE).read_text())
+        except (OSError, ValueError):
+            pass  # written by a version that did not record it
 
 
 def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
@@ -504,9 +516,11 @@ def phase_eval(cfg: QuickstartConfig, st: State, out: Path, con: Console, label:
     out_dir = out / "eval" / label
     reused = st.resume and reusable_eval(cfg, out_dir, model, seeds)
     if reused:
-        st.reused.append(f"eval-{label}")
+        st.note_reused(f"eval-{label}", out_dir)
     else:
+        start = time.time()
         run_logged(_eval_cmd(cfg, st, model, out_dir, seeds), con.log_dir / f"eval-{label}.log", env=_env())
+        (out_dir / WALL_TIME_FILE).write_text(f"{time.time() - start:.1f}\n")
     st.evals[label] = str(out_dir)
     m, sd, _ = seed_stats(load_eval_dir(out_dir))
     return (f"held-out success {100 * m:.1f} +- {100 * sd:.1f} % over seeds {','.join(map(str, seeds))}"
@@ -565,7 +579,7 @@ def phase_rl(cfg: QuickstartConfig, st: State, out: Path, con: Console, method: 
     cmd = rl_command(cfg, st, run_dir, method, seed)
     reused = st.resume and reusable_run(cfg, run_dir, cmd, st.warm)
     if reused:
-        st.reused.append(f"rl-{label}")
+        st.note_reused(f"rl-{label}", run_dir)
     else:
         if run_dir.exists():
             import shutil
@@ -573,9 +587,11 @@ def phase_rl(cfg: QuickstartConfig, st: State, out: Path, con: Console, method: 
             shutil.rmtree(run_dir)  # metrics.jsonl appends: a stale run would mix into the curve
         run_dir.mkdir(parents=True)
         (run_dir / "command.txt").write_text(shlex.join(cmd) + "\n")
+        start = time.time()
         run_logged(cmd, con.log_dir / f"rl-{label}.log", env=_env())
         if not (run_dir / "config.json").is_file():
             raise PhaseError(f"the RL run wrote no model to {run_dir}; see {con.log_dir / f'rl-{label}.log'}")
+        (run_dir / WALL_TIME_FILE).write_text(f"{time.time() - start:.1f}\n")
     st.runs[label] = str(run_dir)
     recs = read_metrics(run_dir / "metrics.jsonl")
     sr = [r.get("rollout/success_rate") for r in recs]
@@ -726,7 +742,7 @@ def main(argv=None) -> int:
     (out / "run.json").write_text(json.dumps(record, indent=1))
     con.note(f"GACA quickstart ({mode}, {cfg.env}) -> {out}   [full logs: {con.log_dir}]")
     st = State(resume=args.resume)
-    record["reused"] = st.reused  # filled as phases are reused; written with the record
+    record["reused"], record["reused_wall_s"] = st.reused, st.reused_wall_s  # filled as phases are reused
     from gaca_openrlhf.bench import report
 
     try:

@@ -194,7 +194,9 @@ def _provenance_md(record: dict, timings: dict) -> str:
         "- phase wall times: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()),
     ]
     if record.get("reused"):  # --resume: these came from an earlier invocation (their time is not in the wall times)
-        lines.append("- reused from an earlier invocation in this folder (`--resume`): " + ", ".join(record["reused"]))
+        took = record.get("reused_wall_s") or {}
+        lines.append("- reused from an earlier invocation in this folder (`--resume`; what it took then): "
+                     + ", ".join(p + (f" ({took[p]:.0f} s)" if p in took else "") for p in record["reused"]))
     return "\n".join(lines)
 
 

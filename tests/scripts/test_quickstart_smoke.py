@@ -60,6 +60,8 @@ def test_quickstart_smoke_from_empty_caches():
     assert res.stdout.count("reused (--resume)") == 2, res.stdout
     run = json.loads((out / "run.json").read_text())
     assert run["reused"] == ["eval-warm_start", "rl-gaca_seed0"] and run["status"] == "ok"
+    # what those phases took when they ran, for the report (the resumed invocation spends ~0 s on them)
+    assert set(run["reused_wall_s"]) == set(run["reused"]) and all(v > 1 for v in run["reused_wall_s"].values())
     assert rl_log.stat().st_size == log_size
     assert (out / "logs" / "rl-grpo_seed0.log").stat().st_size > 0
     assert sorted(p.name for p in (out / "eval").iterdir()) == ["after_rl", "gaca_seed0", "grpo_seed0", "warm_start"]

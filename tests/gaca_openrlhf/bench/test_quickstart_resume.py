@@ -7,7 +7,7 @@ import json
 import os
 import shlex
 
-from gaca_openrlhf.bench.quickstart import (State, build_parser, config_from_args, reusable_eval, reusable_run,
+from gaca_openrlhf.bench.quickstart import (WALL_TIME_FILE, State, build_parser, config_from_args, reusable_eval, reusable_run,
                                             rl_command, run_order)
 
 
@@ -112,3 +112,17 @@ def test_compare_runs_go_seed_by_seed():
     cfg = cfg_of("--compare", "--rl-seeds", "0,1")
     assert run_order(cfg) == [("grpo", 0), ("gigpo", 0), ("gaca", 0), ("grpo", 1), ("gigpo", 1), ("gaca", 1)]
     assert run_order(cfg_of()) == [("gaca", 0)]
+
+
+def test_a_reused_phase_keeps_the_time_it_took_when_it_ran(tmp_path):
+    from gaca_openrlhf.bench.report import _provenance_md
+
+    st = State(resume=True)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / WALL_TIME_FILE).write_text("546.2\n")
+    (tmp_path / "b").mkdir()  # a run from before the time was recorded
+    st.note_reused("rl-grpo_seed0", tmp_path / "a")
+    st.note_reused("eval-grpo_seed0", tmp_path / "b")
+    assert st.reused == ["rl-grpo_seed0", "eval-grpo_seed0"] and st.reused_wall_s == {"rl-grpo_seed0": 546.2}
+    md = _provenance_md({"reused": st.reused, "reused_wall_s": st.reused_wall_s}, {})
+    assert "rl-grpo_seed0 (546 s), eval-grpo_seed0" in md
