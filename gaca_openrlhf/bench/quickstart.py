@@ -35,70 +35,19 @@ seed by seed (every method on seed 0, then seed 1, ...), and ``--resume`` reuses
 same ``--out`` and settings finished (RL runs of the same command, evaluations of the same model), so an
 interrupted ``--compare`` is finished, or extended by seeds, without redoing its runs.
 
-Status of the learning target (held-out success after RL >= warm start + 10 points in <= 30 minutes after setup),
-measured on the 2-core development VM (README, "Measured", has the same figures and commands):
+Status of the learning target (held-out success after RL >= warm start + 10 points in <= 30 minutes after setup;
+README, "Measured", has the figures and commands; ``docs/cpu_experiments.md`` the settings tried on the way):
 
-- **met by the plain command** (2026-12-02): ``bash scripts/quickstart.sh`` from a fresh clone of de95d81 with empty
-  caches, idle box: 27 min 58 s (games 55 s, SFT 16 min 5 s, evals 72 s and 69 s, RL 8 min 34 s), held-out success
-  on the 64-game panel **35.9 +- 4.4 % -> 54.7 +- 3.4 % (+18.8 points)**; repeats 35 -> 15 % of steps, actions on the
-  admissible list 42 -> 60 %. The run before it (1aa7755, evaluations spawning vLLM's engine processes, games
-  translated twice): +15.6 points in 30 min 51 s. The earlier RL runs re-evaluated on the 64 games: training seeds
-  0 / 1 / 2 +17.2 / +7.9 / +16.2 points (mean +13.8), an earlier plain run +12.5. RL counts an action off the
-  admissible list as invalid (``rl_validity="admissible"``, penalty c = 0.1; verl-agent checks format only).
-- on the 16-game panel (the default until 2026-12-02; its games are easier than the split: 47.9 % for the warm start
-  against 35.9 % on 64), with the admissible rule, 12 iterations x 8 tasks x n=4, lr 1e-4, temperature 0.4:
-  training seeds 0 / 1 / 2 -> held-out 70.8 / 56.2 / 56.2 % = 61.1 +- 6.9 % (+13.2 points); the plain command from
-  a25b0c5: 30.9 min, +8.3 points. Before that rule:
-
-- with verl-agent's format-only validity (``--rl-validity format``), 2026-12-02: 256 SFT games, 2582 step samples,
-  3101 SFT steps in 15 min 15 s (loss 8.74 -> 0.109; games generated in 1 min 11 s); warm start **47.9 +- 2.9 %**
-  held-out (the 64-game warm start below: 43.8 %, at the same cost). GACA RL from it at the evaluation temperature
-  0.4, 12 iterations, training seeds 0 / 1 / 2:
-  9 min 57 s / 10 min 47 s / 11 min 20 s, held-out **52.1 / 50.0 / 43.8 % -> 48.6 +- 3.5 %** (+0.7 points; population
-  SD over training seeds). Phases summed for seed 0: ~29 minutes. The share of steps that repeat the previous
-  action fell from 0.28 to 0.23 (seeds' mean); the same warm start trained at temperature 1.0 (8 iterations, seed
-  0) fell to 39.6 % and its repeats rose to 0.34, as with the 64-game warm start below. At ``--rl-lr 3e-4`` (0.4,
-  seed 0): 35.4 +- 2.9 %, repeats 0.42, actions on the admissible list 0.52 -> 0.38. Groups of 8 (the paper's n) over
-  4 tasks, ``--rl-n 8 --rl-tasks-per-iter 4``, training seeds 0 / 1 / 2 (RL 15 min 1 s / 14 min 8 s / 19 min 6 s, the
-  last beside other work): 56.2 / 43.8 / 45.8 % -> **48.6 +- 5.4 %**, the same mean as groups of 4 (seed 0's +8.3
-  points was a draw of the seed spread); repeats 0.10 / 0.30 / 0.12.
-
-Earlier, with 64 SFT games (``--train-games 64 --sft-epochs 38.5``) and RL at temperature 1.0
-(``--rl-temperature 1.0``), 2026-12-01:
-
-- warm start (``python -m gaca_openrlhf.bench --stop-after eval-before`` with those two flags, idle box): 64 games,
-  623 step samples after upsampling, 3003 SFT steps in 14 min 24 s (loss 8.89 -> 0.061); held-out 43.8 +- 0.0 %
-  (the same 7 of 16 games won on each of the 3 seeds; eval 68 s).
-- GACA RL from it (8 tasks x n=4 per iteration, lr 1e-4, 12 iterations, 11 min 38 s): training
-  success 0.34-0.84 without a clear trend, **held-out 47.9 +- 2.9 % after (+4.2 points**; one more game, CellPhone,
-  won on every seed). Phases summed: ~28.5 minutes with the games cached. The same at lr 3e-5 (12 min 25 s): 43.8
-  +- 0.0 % after (+0.0 points); at lr 2e-4 (10 min 13 s): 45.8 +- 2.9 % (+2.1 points). From a sibling warm start
-  (the same recipe run as two 1500-step SFT calls: held-out 45.8 +- 5.9 %), the earlier RL defaults (4 tasks x n=4,
-  lr 1e-4, 8 iterations, 3 min 23 s) *lost* 10.4 points (35.4 +- 10.6 %).
-- what the warm start gets wrong on held-out games: it repeats a step that changes nothing (``go to shelf 1`` while
-  at shelf 1), takes objects the task does not name, and cannot copy a few names (``apple`` is 4 tokens of the
-  corpus-trained tokenizer).
-- how the warm start got there (greedy-decode probe, ``examples/cpu/sft_copy_probe.py``: exact expert action on 40
-  train / 40 held-out prompts): a from-scratch 2M model copies receptacle names early but *object* names only after
-  ~2000 steps on renamed samples -- 600 steps: 3/40 and 7/40 (take 0/17); 1500 steps with take/move x3: 18/40 and
-  17/40 (take 0/15); 3000 steps: 39/40 and 27/40 (take 4/7, move 4/7 held-out). Rooms with distractor objects
-  (``--max-distractor-types -1``) need the goal's object picked among several and stayed at 0 % up to 1200 steps.
-  Synthetic copy pre-training (:mod:`gaca_openrlhf.sft.copy_pretrain`; random tokens, chunks copied from random
-  offsets) did not form an induction mechanism in 1500-2000 steps (loss stayed at ln(token pool)), so it is not
-  part of the recipe. Tied embeddings made the 1500-step probe worse (5/40 held-out).
-
-- RL on 192 other games of the subset (``--rl-pool-games 192``) instead of the SFT games, otherwise as above:
-  training success 0.16-0.59, held-out 29.2 +- 2.9 % after (-14.6 points, 15 min 20 s).
-- full ``--compare`` from that warm start (8 iterations per run, 3 x 3 runs, 91 min 58 s): final held-out success
-  GRPO 38.2 +- 2.0 %, GiGPO 39.6 +- 3.4 %, GACA 38.2 +- 5.5 % (population SD over training seeds) -- every method
-  *below* the warm start at this budget, differences of one or two games (README has the table and the plot).
-- after the compare (GACA; README has the table): a k3 KL loss to the warm start (``--rl-kl-coef 0.05``) 38.9 +- 2.0 %
-  over training seeds 0-2; seed 0 only: the same at lr 5e-4 43.8 %, rollouts at the eval temperature on the pool
-  (``--rl-temperature 0.4 --rl-pool-games 192``) 41.7 %, at 0.4 on the SFT games 39.6 +- 7.8 %. RL on 8 fixed SFT games at lr 5e-4 raises their
-  temperature-1.0 training success 0.50 -> 0.78 but not their success at the eval temperature 0.4 (83.3 -> 75.0 %),
-  and held-out falls to 14.6 %. RL at 1.0 mostly sharpens toward the mode that a 0.4 evaluation already plays.
-
-Next: the compare (GRPO / GiGPO / GACA) with the admissible rule and the 64-game panel; a GPU run.
+- **met by the plain command** on the 2-core development VM (2026-12-02; a CPU with native bf16 matmuls, RL in bf16
+  at ~43 s per iteration): ``bash scripts/quickstart.sh`` from a fresh clone of de95d81 with empty caches, idle
+  box: 27 min 58 s (games 55 s, SFT 16 min 5 s, evals 72 s and
+  69 s, RL 8 min 34 s), held-out success on the 64-game panel **35.9 +- 4.4 % -> 54.7 +- 3.4 % (+18.8 points)**.
+  RL counts an action off the admissible list as invalid (``rl_validity="admissible"``, penalty c = 0.1;
+  verl-agent checks format only); RL runs of the same settings gained +7.9 to +17.2 points over training seeds.
+- on an AVX2-only 2-core VM (AMD EPYC, 2026-12-02) the same phases are slower: games 1 min 35 s, SFT 25 min 59 s,
+  a 64-game evaluation 2 min 19 s - 2 min 41 s, RL ~65 s per iteration in fp32 (``--ds.param_dtype auto``; 382 s in
+  bf16, which such CPUs multiply in a scalar kernel): ~46 minutes for the plain command (estimated from those
+  phases; not run end to end there).
 """
 from __future__ import annotations
 
