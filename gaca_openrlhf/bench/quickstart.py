@@ -442,11 +442,13 @@ def _eval_cmd(cfg: QuickstartConfig, st: State, model: str, out_dir: Path, seeds
 def reusable_eval(cfg: QuickstartConfig, out_dir: Path, model: str, seeds) -> bool:
     """``--resume``: every seed's result is in ``out_dir``, written after ``model`` was, with this run's settings."""
     model_file = Path(model) / "config.json"
+    if not model_file.is_file():
+        return False
     want = {"model": model, "env": cfg.env, "temperature": cfg.eval_temperature, "max_steps": cfg.max_steps,
             "max_tokens": cfg.max_new_tokens, "num_tasks": cfg.heldout_games, "episodes_per_task": 1}
     for seed in seeds:
         f = out_dir / f"seed{seed}.json"
-        if not f.is_file() or not model_file.is_file() or f.stat().st_mtime < model_file.stat().st_mtime:
+        if not f.is_file() or f.stat().st_mtime < model_file.stat().st_mtime:
             return False
         try:
             got = json.loads(f.read_text()).get("config", {})
@@ -511,9 +513,9 @@ def reusable_run(cfg: QuickstartConfig, run_dir: Path, cmd: list[str], warm: str
     saved after the warm start was (a warm start trained again since makes every run of it stale)."""
     from gaca_openrlhf.bench.report import read_metrics
 
-    done, warm_cfg = run_dir / "config.json", Path(warm) / "config.json"
-    if not ((run_dir / "command.txt").is_file() and done.is_file() and warm_cfg.is_file()
-            and (run_dir / "command.txt").read_text() == shlex.join(cmd) + "\n"
+    done, warm_cfg, recorded = run_dir / "config.json", Path(warm) / "config.json", run_dir / "command.txt"
+    if not (recorded.is_file() and done.is_file() and warm_cfg.is_file()
+            and recorded.read_text() == shlex.join(cmd) + "\n"
             and done.stat().st_mtime >= warm_cfg.stat().st_mtime
             and any(run_dir.glob("*.safetensors"))):
         return False

@@ -71,10 +71,14 @@ def validate(flat_args: argparse.Namespace):
     return ns["args"]
 
 
-def extend_choices(parser: argparse.ArgumentParser, dest: str, extra) -> None:
-    """Add choices to an existing option (e.g. the project's estimator names)."""
+def extend_choices(parser: argparse.ArgumentParser, dest: str, extra, default=None, help=None) -> None:
+    """Add choices to an existing option (e.g. the project's estimator names); optionally a new default and help."""
     for action in parser._actions:
         if action.dest == dest:
             action.choices = list(action.choices or []) + [c for c in extra if c not in (action.choices or [])]
+            if default is not None:
+                action.default = default
+            if help is not None:
+                action.help = help
             return
     raise KeyError(f"OpenRLHF parser has no option with dest {dest!r}")

@@ -20,12 +20,9 @@ from gaca_openrlhf.rollout.config import VALIDITY_MODES
 
 def add_project_args(parser: argparse.ArgumentParser) -> None:
     extend_choices(parser, "algo.advantage.estimator", list_estimators())
-    extend_choices(parser, "ds.param_dtype", PARAM_DTYPES)
-    for action in parser._actions:
-        if action.dest == "ds.param_dtype":  # OpenRLHF's bf16, unless the CPU has no native bf16 matmul
-            action.default = "auto"
-            action.help = ("training and rollout dtype: bf16 | fp16 | fp32 (CPU backend only) | auto (default: bf16 "
-                           "on GPUs and on CPUs with native bf16 matmuls, else fp32, ~10x faster there)")
+    extend_choices(parser, "ds.param_dtype", PARAM_DTYPES, default="auto",
+                   help="training and rollout dtype: bf16 | fp16 | fp32 (CPU backend only) | auto (default: bf16 on "
+                        "GPUs and on CPUs with native bf16 matmuls, else fp32, ~10x faster there)")
     g = parser.add_argument_group("GACA estimator (--gaca.*, AdvantageConfig)")
     for f in dataclasses.fields(AdvantageConfig):
         if f.name == "estimator":

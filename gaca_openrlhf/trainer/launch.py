@@ -42,6 +42,10 @@ def rollout_config(args) -> RolloutConfig:
     )
 
 
+#: --ds.param_dtype -> vLLM's dtype name
+VLLM_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
 def _init_ray(args, cpu: bool, rehearsal: bool = False) -> None:
     if ray.is_initialized():
         return
@@ -55,6 +59,9 @@ def _init_ray(args, cpu: bool, rehearsal: bool = False) -> None:
     if rehearsal:
         from gaca_openrlhf.cpu import rehearsal as rh
 
+        # OpenRLHF's create_vllm_engines hard-codes bfloat16: the rehearsal's engines sample in the training dtype
+        runtime_env["env_vars"].setdefault("GACA_REHEARSAL_DTYPE", os.environ.get("GACA_REHEARSAL_DTYPE")
+                                           or VLLM_DTYPE[args.ds.param_dtype])
         rh.init_ray(args, runtime_env)  # N logical GPUs, CPUs as on a node
         return
     ray.init(runtime_env=runtime_env, include_dashboard=False)
@@ -76,7 +83,7 @@ def train(args) -> None:
     strategy.print(args)
     dup = args.ds.ring_attn_size * args.ds.tensor_parallel_size
     max_len = args.data.max_len
-    dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[args.ds.param_dtype]  # vLLM's names
+    dtype = VLLM_DTYPE[args.ds.param_dtype]
 
     pg = colocated_pg = None
     if cpu:

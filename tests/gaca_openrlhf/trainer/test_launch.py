@@ -247,6 +247,8 @@ def test_init_ray_rehearsal_and_already_running(rig):
     launch._init_ray(a, cpu=False, rehearsal=True)
     ((args, kw),) = calls(rig.log, "rehearsal.init_ray")
     assert args[0] is a and args[1]["worker_process_setup_hook"] == SETUP_HOOK and ENV_VAR in args[1]["env_vars"]
+    # the engines sample in the training dtype (OpenRLHF's create_vllm_engines passes bfloat16 whatever it is)
+    assert args[1]["env_vars"]["GACA_REHEARSAL_DTYPE"] == {"bf16": "bfloat16", "fp32": "float32"}[a.ds.param_dtype]
     assert not calls(rig.log, "ray.init")
     rig.ray.initialized = True
     launch._init_ray(a, cpu=True)
