@@ -49,7 +49,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="easier subset: at most N other object classes per room (default: all)")
     g.add_argument("--workers", type=int, default=1,
                    help="processes building games (the files do not depend on it)")
+    g.add_argument("--exclude-split", action="append", default=[], metavar="SPLIT_DIR",
+                   help="a split folder (<root>/json_2.1.1/<split>) whose goals (floor plan, object, receptacle) and "
+                        "first observations this split must not repeat; repeatable (validation/test splits)")
     g.add_argument("--no-progress", action="store_true")
+
+    dj = sub.add_parser("disjoint", help="assert that split folders share no goal key or first observation")
+    dj.add_argument("splits", nargs="+", metavar="NAME=SPLIT_DIR")
 
     c = sub.add_parser("check", help="replay stored walkthroughs through the env adapter")
     c.add_argument("--data", required=True, help="data root (contains json_2.1.1/)")
@@ -68,6 +74,16 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--split", required=True, choices=["train", "valid_seen", "valid_unseen"])
 
     args = p.parse_args(argv)
+    if args.cmd == "disjoint":
+        from agents.alfworld.disjoint import OverlapError, check_disjoint
+
+        try:
+            counts = check_disjoint(dict(s.split("=", 1) for s in args.splits))
+        except (OverlapError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        print(json.dumps({"disjoint": True, "games": counts}))
+        return 0
     if args.cmd == "generate":
         from agents.alfworld.generator import generate
 
@@ -77,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             stats = generate(args.out, args.split, args.num_games, args.seed, task_types=types,
                              max_attempts=args.max_attempts, max_receptacles=args.max_receptacles,
                              max_distractor_types=args.max_distractor_types, progress=progress,
-                             workers=args.workers)
-        except ValueError as e:  # bad arguments, or an --out that holds other games: nothing was written
+                             workers=args.workers, exclude_splits=args.exclude_split)
+        except (ValueError, FileNotFoundError) as e:  # bad arguments, or an --out that holds other games: nothing was written
             print(f"error: {e}", file=sys.stderr)
             return 2
         if stats.skipped:

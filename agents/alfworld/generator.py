@@ -46,6 +46,7 @@ from typing import Callable, Iterable
 
 from agents.alfworld import assets
 from agents.alfworld.assets import GAME_FILE, GENERATED_MARKER, JSON_DIR, TASK_TYPES, TRAJ_FILE
+from agents.alfworld.disjoint import excluded_keys, goal_key, opening_digest
 
 #: bump when the same arguments would produce different games (resume refuses to mix versions)
 GENERATOR_VERSION = 2
@@ -522,6 +523,9 @@ class _GameJob:
     expert_tries: int
     max_distractor_types: int | None
     max_receptacles: int | None
+    # goal keys and opening digests (agents.alfworld.disjoint) of other splits: a candidate matching one is rejected
+    exclude_goals: frozenset = frozenset()
+    exclude_openings: frozenset = frozenset()
 
 
 @dataclass
@@ -557,6 +561,9 @@ def _make_game(job: _GameJob) -> _GameResult:
             res.rejected_candidates += 1
             continue
         rng, scene, spec, text = cand
+        if goal_key(scene.scene_num, spec.object_target, spec.parent_target) in job.exclude_goals:
+            res.rejected_candidates += 1  # another split's (floor plan, goal object, goal receptacle)
+            continue
         trial = f"trial_G{job.seed}_{job.index:06d}_{attempt:02d}"
         name = f"plan_{job.split}_{trial}"
         game = {
@@ -582,12 +589,17 @@ def _make_game(job: _GameJob) -> _GameResult:
             tmp_game = os.path.join(tmp_dir, GAME_FILE)
             with open(tmp_game, "w") as f:
                 json.dump(game, f)
-            best = None
+            best, opening = None, ""
             for k in range(job.expert_tries):
                 walk = run_expert(engine, tmp_game, spec.task_type, pddl_params,
                                   seed=int(rng.random() * 2**31) + k, max_steps=job.max_steps)
                 if walk is not None and (best is None or len(walk) < len(best)):
                     best = walk
+            if best is not None:  # the game is loaded: its first observation identifies it across splits
+                opening = opening_digest(engine.reset()["feedback"])
+                if opening in job.exclude_openings:
+                    best = None
+                    res.rejected_candidates += 1
             if best is not None and _WORKER["disk"]:
                 # the translation made for the expert, stored under the written file's key: SFT demonstrations,
                 # evaluation and RL load it instead of translating the game again (~0.15 s a game on 2 cores)
@@ -597,8 +609,10 @@ def _make_game(job: _GameJob) -> _GameResult:
         finally:
             shutil.rmtree(tmp_dir, ignore_errors=True)
         if best is None:
-            res.dropped_unsolvable += 1
+            if not opening or opening not in job.exclude_openings:
+                res.dropped_unsolvable += 1
             continue
+        traj["generator"]["opening"] = opening
         game["solvable"] = True
         game["walkthrough"] = best
         _write_game(job.out_split_dir, game_dir_name(spec, scene.scene_num), trial, game, traj)
@@ -610,7 +624,8 @@ def _make_game(job: _GameJob) -> _GameResult:
 def generate(out: str, split: str, num_games: int, seed: int, task_types: Iterable[int] = (1, 2, 3, 4, 5, 6),
              max_attempts: int = 40, max_steps: int = 50, expert_tries: int = 3,
              max_distractor_types: int | None = None, max_receptacles: int | None = None,
-             progress: Callable[[int, int], None] | None = None, workers: int = 1) -> GenStats:
+             progress: Callable[[int, int], None] | None = None, workers: int = 1,
+             exclude_splits: Iterable[str] = ()) -> GenStats:
     """Write ``num_games`` expert-validated games of ``split`` under ``out/json_2.1.1/<split>/``.
 
     Task types follow :func:`type_schedule` (the real split's mix over ``task_types``). Candidates the expert
@@ -621,6 +636,10 @@ def generate(out: str, split: str, num_games: int, seed: int, task_types: Iterab
 
     Easier subsets (documented as such wherever used; None = ALFRED's full rooms): ``max_distractor_types`` caps
     the other object classes placed, ``max_receptacles`` the receptacles of a room (:func:`subset_receptacles`).
+
+    ``exclude_splits``: split folders (``<root>/json_2.1.1/<split>``) whose games this split must not repeat: a
+    candidate with one of their goal keys (floor plan, goal object, goal receptacle) or first observations is
+    rejected (:mod:`agents.alfworld.disjoint`); validation and test splits are generated this way.
 
     ``workers`` > 1 builds games in that many processes (each game depends only on its index, so the files are the
     same as with one process); ``progress`` then counts games as they finish, in any order.
@@ -639,7 +658,12 @@ def generate(out: str, split: str, num_games: int, seed: int, task_types: Iterab
     t0 = time.perf_counter()
     split_dir = os.path.join(out, JSON_DIR, split)
     os.makedirs(split_dir, exist_ok=True)
+    exclude_dirs = sorted(os.path.abspath(d) for d in exclude_splits)
+    ex_goals, ex_openings = excluded_keys(exclude_dirs) if exclude_dirs else (frozenset(), frozenset())
     args = _run_args(split, seed, num_games, ids, max_distractor_types, max_receptacles)
+    if exclude_dirs:  # recorded only when used: older markers still resume
+        digest = hashlib.sha1("\n".join(sorted(ex_goals) + sorted(ex_openings)).encode()).hexdigest()[:16]
+        args["exclude"] = {"splits": exclude_dirs, "keys_sha1": digest}
     _check_resume(split_dir, args)
     marker = os.path.join(split_dir, GENERATED_MARKER)
     _write_json_atomic(marker, {"args": args, "complete": False,
@@ -656,7 +680,7 @@ def generate(out: str, split: str, num_games: int, seed: int, task_types: Iterab
             stats.kept += 1
         else:
             jobs.append(_GameJob(split_dir, split, seed, index, task_type, max_attempts, max_steps, expert_tries,
-                                 max_distractor_types, max_receptacles))
+                                 max_distractor_types, max_receptacles, ex_goals, ex_openings))
     done = stats.kept
     if progress is not None and done:
         progress(done, num_games)

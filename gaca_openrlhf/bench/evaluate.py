@@ -9,6 +9,9 @@ difference to calling ``python -m gaca_openrlhf.eval --seed S`` once per seed is
 request carries its own seed derived from (seed, task, episode, step), so the sampled tokens do not depend on which
 engine serves them (the engine's own seed is unused). On 2 CPU cores an engine start is 20-60 s, a third of a
 smoke run's evaluation time.
+
+``--extra-panel NAME=PANEL`` (repeatable) evaluates further panels with the same engine and seeds and writes them to
+``DIR/NAME/seed<S>.json`` (the quickstart's validation and unseen test panels).
 """
 from __future__ import annotations
 
@@ -28,6 +31,8 @@ def main(argv=None) -> int:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--seeds", required=True, help="comma-separated evaluation seeds, e.g. 0,1,2")
     pre.add_argument("--out-dir", required=True, help="folder for seed<S>.json")
+    pre.add_argument("--extra-panel", action="append", default=[], metavar="NAME=PANEL",
+                     help="another panel of the same env, written to DIR/NAME/seed<S>.json (repeatable)")
     own, rest = pre.parse_known_args(argv)
     seeds = [int(s) for s in own.seeds.split(",") if s.strip()]
     if not seeds:
@@ -43,11 +48,19 @@ def main(argv=None) -> int:
         from agents.webshop.env import DEFAULT_URL
 
         args.webshop_url = args.webshop_url or DEFAULT_URL
-    try:
-        panel = resolve_panel(args.env, args.panel, data_root=args.data, panel_dir=args.panel_dir,
-                              num_tasks=args.num_tasks)
-    except PanelError as e:
-        ev._die(str(e))
+    panels = [("", args.panel)]
+    for spec in own.extra_panel:
+        name, sep, value = spec.partition("=")
+        if not sep or not name or not value or os.sep in name:
+            ev._die(f"--extra-panel wants NAME=PANEL, got {spec!r}")
+        panels.append((name, value))
+    resolved = []
+    for name, arg in panels:
+        try:
+            resolved.append((name, arg, resolve_panel(args.env, arg, data_root=args.data, panel_dir=args.panel_dir,
+                                                      num_tasks=None if name else args.num_tasks)))
+        except PanelError as e:
+            ev._die(str(e))
     env_kwargs = ev.env_config(args)
     if args.env == "webshop":
         ev._check_webshop(env_kwargs.get("base_url") or args.webshop_url)
@@ -71,15 +84,15 @@ def main(argv=None) -> int:
     if args.env == "alfworld" and env_kwargs.get("backend") == "ray":
         ev._init_ray(base.num_envs)
     briefs = {}
-    for seed in seeds:
+    for (name, panel_arg, panel), seed in ((p, s) for p in resolved for s in seeds):
         cfg = RunConfig(**{**base.__dict__, "seed": seed})
         t0 = time.time()
         episodes, timing = run_episodes(panel.tasks, cfg, generator, encode, task_types=panel.task_types,
-                                        progress=not args.no_progress, desc=f"eval seed {seed}")
+                                        progress=not args.no_progress, desc=f"eval {name or args.panel} seed {seed}")
         timing.update(engine_start_s=engine_s, episodes_s=time.time() - t0)
         summary = summarize(episodes)
         result = {**summary, "config": {
-            "model": model, "env": args.env, "panel": panel.name, "panel_arg": args.panel, "panel_meta": panel.meta,
+            "model": model, "env": args.env, "panel": panel.name, "panel_arg": panel_arg, "panel_meta": panel.meta,
             "num_tasks": len(panel.tasks), "episodes_per_task": args.episodes_per_task, "seed": seed,
             "temperature": args.temperature, "top_p": args.top_p, "max_steps": args.max_steps,
             "max_tokens": args.max_tokens, "history_k": args.history_k,
@@ -87,8 +100,8 @@ def main(argv=None) -> int:
             "num_envs": args.num_envs, "data": args.data, "env_kwargs": env_kwargs, "vllm": generator.settings,
             "host": platform.node(), "engine": "one engine for all seeds (gaca_openrlhf.bench.evaluate)"},
             "timing": timing, "episodes": episodes}
-        ev.write_json(os.path.join(own.out_dir, f"seed{seed}.json"), result)
-        briefs[seed] = summary["success_rate"]
+        ev.write_json(os.path.join(own.out_dir, name, f"seed{seed}.json"), result)
+        briefs[f"{name}/{seed}" if name else seed] = summary["success_rate"]
     print(json.dumps({"success_rate_by_seed": briefs}))
     if args.env == "alfworld" and env_kwargs.get("backend") == "ray":
         import ray

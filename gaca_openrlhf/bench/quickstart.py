@@ -84,7 +84,9 @@ class QuickstartConfig:
     rl_pool_games: int = 0
     # held-out panel (split valid_seen). 64 games, not 16: the first 16 are easier than the split (the 47.9 % warm start
     # wins 35.9 % of 64) and one game of 16 is 6.25 points; measured 64-game eval ~90 s with 16 env slots (16: ~60 s)
-    heldout_games: int = 64
+    heldout_games: int = 128  # test panel: valid_seen games (the paper's in-distribution panel size)
+    unseen_games: int = 64  # test panel: valid_unseen games (ALFRED's unseen floor plans); 0 = none
+    val_games: int = 64  # validation panel (valid_seen, own generator seed): every choice of a default is made here
     data_seed: int = 0
     webshop_products: int = 1000
     webshop_data: str = ""  # WebShop's data folder (default $WEBSHOP_DATA)
@@ -96,7 +98,9 @@ class QuickstartConfig:
     sft_augment_prob: float = 0.8  # ALFWorld: rename entity classes in this share of drawn samples (sft --augment-prob)
     sft_upsample: str = "take=3,move=3"  # repeat samples of these action verbs (sft --upsample)
     sft_cycles: int = 2  # cosine cycles with restarts, the second at half the lr (sft --cycles)
-    eval_seeds: tuple[int, ...] = (0, 1, 2)
+    # one evaluation seed per test game: intervals come from training seeds and test games (bootstrap), and three
+    # panels of 128 + 64 + 64 games x 3 seeds would take ~10 min per model on 2 AVX2 cores
+    eval_seeds: tuple[int, ...] = (0,)
     eval_temperature: float = 0.4
     max_steps: int = 15  # episode cap in RL and evaluation (most of the subset's walkthroughs need <= 13)
     max_new_tokens: int = 48
@@ -141,12 +145,14 @@ class QuickstartConfig:
 
 PRESETS = {
     "full": QuickstartConfig(),
-    "smoke": QuickstartConfig(train_games=4, heldout_games=3, max_receptacles=3, max_distractor_types=2,
+    "smoke": QuickstartConfig(train_games=4, heldout_games=3, unseen_games=2, val_games=2, max_receptacles=3, max_distractor_types=2,
                               model_size="smoke", sft_epochs=2.0,
                               max_steps=6, max_new_tokens=40, rl_iterations=2, rl_tasks_per_iter=2, rl_n=2,
                               rl_mini_batch_steps=8, num_envs=3),
 }
-COMPARE_SEEDS = (0, 1, 2)
+COMPARE_SEEDS = (0, 1, 2, 3, 4)  # issue 24: at least 5 training seeds per method
+#: the validation panel's generator seed is this plus --data-seed (train and test panels use --data-seed)
+VALIDATION_SEED_OFFSET = 500
 #: the RL pool's generator seed is this plus --data-seed (the SFT games and the held-out panel use --data-seed)
 RL_POOL_SEED_OFFSET = 1000
 #: RL iterations per run in a full --compare: 9 runs x (~8 min RL + ~1.3 min eval) + the ~15 min warm start fits the
@@ -255,7 +261,8 @@ class State:
     data: str = ""
     train_tasks: str = ""  # RL's task file
     rl_data: str = ""  # the game root RL's task ids are relative to (the SFT games' root or the RL pool's)
-    panel: str = ""
+    panel: str = ""  # the test panel (valid_seen / WebShop test goals): the reported number
+    extra_panels: dict = field(default_factory=dict)  # name -> panel file: "test_unseen", "val" (validation)
     webshop_url: str = ""
     warm: str = ""
     sft: dict = field(default_factory=dict)
@@ -290,7 +297,7 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
     root = stem.with_name(f"{stem.name}-s{cfg.data_seed}-n{cfg.train_games}x{cfg.heldout_games}")
     extra = [arg for _, flag, value, _ in caps for arg in (flag, str(value))]
 
-    def generate(root: Path, split: str, n: int, seed: int) -> None:
+    def generate(root: Path, split: str, n: int, seed: int, exclude=()) -> None:
         marker = root / f".complete-{split}-{n}"
         if marker.is_file():
             return
@@ -301,12 +308,31 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
             shutil.rmtree(split_dir)  # a partial or differently-sized split: regenerate (deterministic)
         run_logged([sys.executable, "-m", "agents.alfworld", "generate", "--out", str(root), "--split", split,
                     "--num-games", str(n), "--seed", str(seed), "--task-types", types, *extra,
-                    "--workers", str(min(4, os.cpu_count() or 1)), "--no-progress"],
+                    "--workers", str(min(4, os.cpu_count() or 1)), "--no-progress",
+                    *[a for d in exclude for a in ("--exclude-split", d)]],
                    con.log_dir / "data.log", env=_env())
         marker.write_text("ok\n")
 
-    for split, n in (("train", cfg.train_games), ("valid_seen", cfg.heldout_games)):
-        generate(root, split, n, cfg.data_seed)
+    # Splits: train; the test panels valid_seen (`heldout_games`) and valid_unseen (`unseen_games`, ALFRED's unseen
+    # floor plans); the validation panel (`val_games`, valid_seen of its own generator seed, in its own root). Each
+    # later split excludes the goals and first observations of the earlier ones (agents.alfworld.disjoint).
+    split_dir = lambda r, split: str(r / "json_2.1.1" / split)  # noqa: E731
+    generate(root, "train", cfg.train_games, cfg.data_seed)
+    generate(root, "valid_seen", cfg.heldout_games, cfg.data_seed, [split_dir(root, "train")])
+    splits = {"train": split_dir(root, "train"), "test": split_dir(root, "valid_seen")}
+    if cfg.unseen_games > 0:
+        generate(root, "valid_unseen", cfg.unseen_games, cfg.data_seed, list(splits.values()))
+        splits["test_unseen"] = split_dir(root, "valid_unseen")
+    val_root = root.with_name(f"{root.name}u{cfg.unseen_games}-val{cfg.val_games}")
+    if cfg.val_games > 0:
+        generate(val_root, "valid_seen", cfg.val_games, VALIDATION_SEED_OFFSET + cfg.data_seed, list(splits.values()))
+        splits["val"] = split_dir(val_root, "valid_seen")
+    from agents.alfworld.disjoint import OverlapError, check_disjoint
+
+    try:
+        check_disjoint(splits)  # the generator excluded these already; a changed generator must not slip through
+    except OverlapError as e:
+        raise PhaseError(f"generated splits overlap: {e}") from e
     from agents.alfworld.panels import build_panel, save_panel
     from gaca_openrlhf.rollout.tasks import write_tasks
 
@@ -319,6 +345,18 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
     save_panel(held, str(out / "data" / "heldout_panel.json"))
     save_panel(train, str(out / "data" / "train_panel.json"))
     st.data, st.panel, st.rl_data = str(root), str(out / "data" / "heldout_panel.json"), str(root)
+    st.extra_panels = {}
+    if cfg.unseen_games > 0:
+        unseen = build_panel(str(root), "quickstart_test_unseen", "valid_unseen", task_types=type_ids)
+        counts["test_unseen"] = unseen["num_games"]
+        save_panel(unseen, str(out / "data" / "test_unseen_panel.json"))
+        st.extra_panels["test_unseen"] = str(out / "data" / "test_unseen_panel.json")
+    if cfg.val_games > 0:
+        val = build_panel(str(val_root), "quickstart_val", "valid_seen", task_types=type_ids)
+        val["games"] = [str(val_root / g) for g in val["games"]]  # absolute: another data root than the tests'
+        counts["val"] = val["num_games"]
+        save_panel(val, str(out / "data" / "val_panel.json"))
+        st.extra_panels["val"] = str(out / "data" / "val_panel.json")
     rl_games = train["games"]
     pool_note = ""
     if cfg.rl_pool_games > 0:
@@ -327,7 +365,9 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
         pool_seed = RL_POOL_SEED_OFFSET + cfg.data_seed
         pool = stem.with_name(f"{stem.name}-s{pool_seed}-rl{cfg.rl_pool_games}")
         generate(pool, "train", cfg.rl_pool_games, pool_seed)
-        held_names = {Path(g).parent.name for g in held["games"]}
+        held_names = {Path(g).parent.name for g in held["games"]}  # <type>-<object>-None-<receptacle>-<floor plan>
+        for path in st.extra_panels.values():
+            held_names |= {Path(g).parent.name for g in json.loads(Path(path).read_text())["games"]}
         rl_games = [g for g in build_panel(str(pool), "quickstart_rl_pool", "train", task_types=type_ids)["games"]
                     if Path(g).parent.name not in held_names]  # never train on a held-out game's (goal, room)
         if not rl_games:
@@ -336,7 +376,10 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
         pool_note = f"; RL pool {len(rl_games)} other games ({pool})"
     write_tasks(rl_games, str(out / "data" / "train_tasks.jsonl"))
     st.train_tasks = str(out / "data" / "train_tasks.jsonl")
-    return (f"{counts['train']} train games, {counts['heldout']} held-out (valid_seen) games; task types {types}"
+    return (f"{counts['train']} train games; test panels: {counts['heldout']} valid_seen"
+            + (f", {counts['test_unseen']} valid_unseen" if "test_unseen" in counts else "")
+            + (f"; validation panel {counts['val']} valid_seen (seed {VALIDATION_SEED_OFFSET + cfg.data_seed})"
+               if "val" in counts else "") + f"; disjoint; task types {types}"
             + "".join(f", <= {value} {what}" for _, _, value, what in caps) + f"; {root}" + pool_note)
 
 
@@ -432,6 +475,7 @@ def _eval_cmd(cfg: QuickstartConfig, st: State, model: str, out_dir: Path, seeds
            "--no-progress"]
     if cfg.env == "alfworld":
         cmd += ["--panel", st.panel, "--data", st.data, "--alfworld-backend", cfg.eval_env_backend]
+        cmd += [f"--extra-panel={name}={path}" for name, path in sorted(st.extra_panels.items())]
     else:
         # the quickstart model has 4096 positions: prompt budget = 4096 - response budget
         cmd += ["--panel", "test", "--num-tasks", str(cfg.heldout_games), "--webshop-url", st.webshop_url,
@@ -439,22 +483,28 @@ def _eval_cmd(cfg: QuickstartConfig, st: State, model: str, out_dir: Path, seeds
     return cmd
 
 
-def reusable_eval(cfg: QuickstartConfig, out_dir: Path, model: str, seeds) -> bool:
+def reusable_eval(cfg: QuickstartConfig, out_dir: Path, model: str, seeds, extra_panels=None) -> bool:
     """``--resume``: every seed's result is in ``out_dir``, written after ``model`` was, with this run's settings."""
     model_file = Path(model) / "config.json"
     if not model_file.is_file():
         return False
     want = {"model": model, "env": cfg.env, "temperature": cfg.eval_temperature, "max_steps": cfg.max_steps,
             "max_tokens": cfg.max_new_tokens, "num_tasks": cfg.heldout_games, "episodes_per_task": 1}
-    for seed in seeds:
-        f = out_dir / f"seed{seed}.json"
+    extra_panels = extra_panels or {}
+    files = [(out_dir / f"seed{seed}.json", seed, None) for seed in seeds]
+    files += [(out_dir / name / f"seed{seed}.json", seed, path) for name, path in sorted(extra_panels.items())
+              for seed in seeds]
+    for f, seed, panel_arg in files:
         if not f.is_file() or f.stat().st_mtime < model_file.stat().st_mtime:
             return False
         try:
             got = json.loads(f.read_text()).get("config", {})
         except json.JSONDecodeError:
             return False
-        if any(got.get(k) != v for k, v in dict(want, seed=seed).items()):
+        expect = dict(want, seed=seed) if panel_arg is None else {**want, "seed": seed, "panel_arg": panel_arg}
+        if panel_arg is not None:
+            expect.pop("num_tasks")
+        if any(got.get(k) != v for k, v in expect.items()):
             return False
     return True
 
@@ -465,7 +515,8 @@ def phase_eval(cfg: QuickstartConfig, st: State, out: Path, con: Console, label:
 
     seeds = tuple(seeds or cfg.eval_seeds)
     out_dir = out / "eval" / label
-    reused = st.resume and reusable_eval(cfg, out_dir, model, seeds)
+    extra_panels = st.extra_panels if cfg.env == "alfworld" else {}
+    reused = st.resume and reusable_eval(cfg, out_dir, model, seeds, extra_panels)
     if reused:
         st.note_reused(f"eval-{label}", out_dir)
     else:
@@ -474,7 +525,9 @@ def phase_eval(cfg: QuickstartConfig, st: State, out: Path, con: Console, label:
         (out_dir / WALL_TIME_FILE).write_text(f"{time.time() - start:.1f}\n")
     st.evals[label] = str(out_dir)
     m, sd, _ = seed_stats(load_eval_dir(out_dir))
-    return (f"held-out success {100 * m:.1f} +- {100 * sd:.1f} % over seeds {','.join(map(str, seeds))}"
+    more = "".join(f"; {name} {100 * seed_stats(load_eval_dir(out_dir / name))[0]:.1f} %"
+                   for name in sorted(extra_panels))
+    return (f"test success {100 * m:.1f} +- {100 * sd:.1f} % over seeds {','.join(map(str, seeds))}" + more
             + ("; reused (--resume)" if reused else ""))
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import functools
-import hashlib
 import logging
 import math
 import sys
@@ -35,6 +34,7 @@ from agents.base import is_listed, step_env, takes_validity
 from agents.parsing import judge_response
 from agents.prompts import StepMemory, encode_step_prompt, fit_prompt, render_step_prompt
 from agents.registry import make_env, prompt_template
+from gaca_openrlhf.seeding import derive_seed  # noqa: F401  (re-exported: callers import it from here)
 
 logger = logging.getLogger(__name__)
 
@@ -59,12 +59,6 @@ class Generator(Protocol):
 
     def generate(self, requests: Sequence[GenRequest]) -> list[GenResult]:
         ...
-
-
-def derive_seed(*parts: Any) -> int:
-    """A stable 31-bit seed from any parts (same on every machine and run; not Python's ``hash``)."""
-    digest = hashlib.blake2b("|".join(map(str, parts)).encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "little") % (2**31 - 1)
 
 
 # ----------------------------------------------------------------------------------------------- config

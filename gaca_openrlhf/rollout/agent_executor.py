@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
+from collections import Counter
 from copy import deepcopy
 
 from openrlhf.utils.agent import AgentExecutorBase
@@ -30,6 +30,7 @@ from agents.prompts import StepMemory, anchor_id, encode_step_prompt, fit_prompt
 from agents.registry import make_env, prompt_template
 from gaca_openrlhf.rollout.config import RolloutConfig
 from gaca_openrlhf.rollout.toy_env import register as _register_toy
+from gaca_openrlhf.seeding import derive_seed
 
 logger = logging.getLogger(__name__)
 _register_toy()
@@ -57,6 +58,7 @@ class AgentExecutor(AgentExecutorBase):
         self.template = prompt_template(self.config.env)
         self._idle_envs: list = []  # env instances are reused across episodes (ALFWorld: one Ray worker each)
         self._kills_left = self.config.kill_worker_episodes if self.config.kill_worker_at_step >= 0 else 0
+        self._episodes_of_task: Counter = Counter()  # task -> episodes started on this engine (seeds, see below)
 
     def _make_env(self):
         return self._idle_envs.pop() if self._idle_envs else make_env(self.config.env, **self.config.env_kwargs)
@@ -67,8 +69,14 @@ class AgentExecutor(AgentExecutorBase):
     async def execute(self, prompt, label, sampling_params, max_length: int, hf_tokenizer, llm_engine, images=None):
         cfg = self.config
         task = prompt
+        # Same seed, same run: the k-th episode of a task on this engine samples with seeds derived from
+        # (run seed, task, k, step). OpenRLHF starts the n executions of a task in order (asyncio.gather), and this
+        # count is taken before the first await, so k does not depend on timing.
+        k = self._episodes_of_task[task]
+        self._episodes_of_task[task] += 1
+        episode_seed = derive_seed(cfg.seed, task, k)
         out = dict(prompt=prompt, label=label, steps=[], failed=False, error="", won=False, score=0.0,
-                   task_type="", traj_uid=random.getrandbits(62), env_seconds=0.0, gen_seconds=0.0)
+                   task_type="", traj_uid=episode_seed, env_seconds=0.0, gen_seconds=0.0)
         env = None
         try:
             t0 = time.time()
@@ -96,6 +104,7 @@ class AgentExecutor(AgentExecutorBase):
             params.max_tokens = max(1, min(cfg.max_new_tokens, max_length - len(prompt_ids)))
             params.stop = list(cfg.stop)
             params.include_stop_str_in_output = True
+            params.seed = derive_seed(episode_seed, t)
             t0 = time.time()
             request_output = await llm_engine.generate(prompt_ids, params)
             out["gen_seconds"] += time.time() - t0

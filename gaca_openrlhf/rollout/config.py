@@ -46,6 +46,9 @@ class RolloutConfig:
     # ``kill_worker_episodes`` episodes that reach it (-1: never)
     kill_worker_at_step: int = -1
     kill_worker_episodes: int = 1
+    # the run's seed (--train.seed): every generation request carries derive_seed(seed, task, k, step), k = the
+    # task's episode count on this engine, so the sampled tokens do not depend on which requests share a batch
+    seed: int = 0
 
     def __post_init__(self) -> None:
         check_invalid_action(self.invalid_action)

@@ -39,6 +39,7 @@ def rollout_config(args) -> RolloutConfig:
         invalid_action=args.env.invalid_action,
         validity=args.env.validity,
         kill_worker_at_step=args.env.kill_worker_at_step,
+        seed=args.train.seed,
     )
 
 

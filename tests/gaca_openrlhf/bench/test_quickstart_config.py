@@ -24,20 +24,23 @@ def train_ppo_args(cfg, tmp_path, method="gaca", seed=0):
 
 def test_presets_and_overrides():
     full, smoke = cfg_of(), cfg_of("--smoke")
-    assert full.methods == ("gaca",) and full.eval_seeds == (0, 1, 2)
+    # one evaluation seed: intervals come from training seeds and test games (gaca_openrlhf.report.stats)
+    assert full.methods == ("gaca",) and full.eval_seeds == (0,)
     assert smoke.rl_iterations < full.rl_iterations and smoke.train_games < full.train_games
     assert cfg_of("--rl-iterations", "7", "--eval-seeds", "4,5").rl_iterations == 7
     assert cfg_of("--eval-seeds", "4,5").eval_seeds == (4, 5)
     cmp = cfg_of("--compare")
-    assert cmp.methods == METHODS and len(cmp.rl_seeds) == 3
+    assert cmp.methods == METHODS and len(cmp.rl_seeds) == 5  # issue 24: >= 5 training seeds per method
     # the 2-hour compare budget: fewer iterations than a single run, one budget for every method; overridable
     assert cmp.rl_iterations < full.rl_iterations
     assert cfg_of("--compare", "--rl-iterations", "5").rl_iterations == 5
     assert cfg_of("--compare", "--smoke").rl_iterations == smoke.rl_iterations
     with pytest.raises(SystemExit):
         cfg_of("--methods", "gaca,ppo_typo")
-    # ALFWorld's held-out panel is 64 games; WebShop's full run keeps the first 16 test goals unless asked
-    assert full.heldout_games == 64 and cfg_of("--env", "webshop").heldout_games == 16
+    # ALFWorld's test panels: 128 valid_seen (the paper's size) + 64 valid_unseen games, validation 64 valid_seen
+    # games of another generator seed; WebShop's full run keeps the first 16 test goals unless asked
+    assert (full.heldout_games, full.unseen_games, full.val_games) == (128, 64, 64)
+    assert cfg_of("--env", "webshop").heldout_games == 16
     assert cfg_of("--env", "webshop", "--heldout-games", "8").heldout_games == 8
     assert cfg_of("--env", "webshop", "--smoke").heldout_games == smoke.heldout_games
 
@@ -94,6 +97,12 @@ def test_data_phase_panels_have_the_requested_sizes(tmp_path, monkeypatch):
         assert held["split"] == "valid_seen" and set(held["task_types"]) == {"pick_and_place_simple"}
         tasks = [json.loads(x)["input"] for x in (out / "data" / "train_tasks.jsonl").read_text().splitlines()]
         assert tasks == train["games"]
+        # the validation and unseen test panels, disjoint from training (agents.alfworld.disjoint)
+        val = json.loads((out / "data" / "val_panel.json").read_text())
+        unseen = json.loads((out / "data" / "test_unseen_panel.json").read_text())
+        assert val["num_games"] == cfg.val_games and unseen["num_games"] == cfg.unseen_games
+        assert unseen["split"] == "valid_unseen" and all(Path(g).is_absolute() for g in val["games"])
+        assert set(st.extra_panels) == {"val", "test_unseen"}
 
 
 def test_rl_trains_on_its_own_pool_never_on_sft_or_heldout_games(tmp_path, monkeypatch):
@@ -126,12 +135,12 @@ def test_data_phase_generates_the_documented_subset(tmp_path, monkeypatch):
     from gaca_openrlhf.bench.quickstart import Console, phase_data_alfworld
 
     monkeypatch.setenv("GACA_CACHE", str(tmp_path / "cache"))
-    cfg = replace(cfg_of("--smoke"), train_games=2, heldout_games=1, max_receptacles=3)
+    cfg = replace(cfg_of("--smoke"), train_games=2, heldout_games=1, unseen_games=1, max_receptacles=3)
     st = State()
     detail = phase_data_alfworld(cfg, st, tmp_path / "out", Console(tmp_path / "out", 1))
     assert "-r3-" in Path(st.data).name and "<= 3 receptacles" in detail
     games = list(Path(st.data).glob("json_2.1.1/*/*/*/game.tw-pddl"))
-    assert len(games) == 3
+    assert len(games) == 4  # train 2, valid_seen 1, valid_unseen 1 (the validation panel has its own root)
     for g in games:  # bug caught: the option not passed on (full rooms have 5-30 receptacles)
         lines = json.loads(g.read_text())["pddl_problem"].splitlines()
         assert 1 <= sum(ln.endswith(" - receptacle") and not ln.lstrip().startswith("?") for ln in lines) <= 3
