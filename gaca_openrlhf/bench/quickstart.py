@@ -629,10 +629,12 @@ def package_versions() -> dict:
 def provenance(argv: list[str], cfg: QuickstartConfig, mode: str) -> dict:
     import platform
 
+    from gaca_openrlhf.bench.records import cpu_model
+
     return {"command": "python -m gaca_openrlhf.bench " + shlex.join(argv),
             "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "mode": mode,
             "git_commit": _git("rev-parse", "HEAD"), "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
-            "host": platform.node(), "cpus": os.cpu_count(), "machine": platform.platform(),
+            "host": platform.node(), "cpus": os.cpu_count(), "machine": platform.platform(), "cpu_model": cpu_model(),
             "seeds": {"data": cfg.data_seed, "sft": 0, "eval": list(cfg.eval_seeds), "rl": list(cfg.rl_seeds)},
             "config": asdict(cfg), "packages": package_versions()}
 

@@ -148,9 +148,23 @@ def check_sync_gap(status: dict, limit: float) -> None:
         )
 
 
+def seed_driver(seed: int) -> None:
+    """Seed the trainer actor's own generators. OpenRLHF seeds the training ranks (``setup_distributed``) but not
+    the driver, whose prompt loader (no distributed sampler there) draws its shuffle from torch's global generator:
+    unseeded, two runs of one seed trained on their tasks in different orders."""
+    import random
+
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
 class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
     def __init__(self, pretrain, strategy, actor_model_group, critic_model_group, reward_model_group,
                  reference_model_group, vllm_engines, **generate_kwargs):
+        seed_driver(strategy.args.train.seed)  # before the base class builds the prompt loader
         super().__init__(pretrain, strategy, actor_model_group, critic_model_group, reward_model_group,
                          reference_model_group, vllm_engines, **generate_kwargs)
         args = self.args

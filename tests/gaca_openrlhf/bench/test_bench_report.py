@@ -25,7 +25,7 @@ def test_paired_wins_counts_per_shared_seed():
 
 
 def _eval(seed, won, types):
-    eps = [{"won": w, "task_type": t} for w, t in zip(won, types)]
+    eps = [{"task": f"g{i}", "won": w, "task_type": t} for i, (w, t) in enumerate(zip(won, types))]
     per = {}
     for t in sorted(set(types)):
         ws = [e["won"] for e in eps if e["task_type"] == t]
@@ -77,6 +77,10 @@ def test_quickstart_report_has_before_after_per_type_and_plots(tmp_path):
     report.write_quickstart_report(tmp_path, QuickstartConfig(), st, record, {"data": 10.0, "rl": 100.0})
     md = (tmp_path / "report.md").read_text()
     assert "25.0 +- 0.0" in md  # warm start: 1/4 on every seed
+    # the panel table: success per game averaged over the 3 eval seeds, 25 % -> 75 %, gain +50 with its interval
+    # over the 4 games (game g3 goes 0 -> 1/3, g0 0 -> 1, g1 0 -> 2/3, g2 1 -> 1)
+    assert "| test: valid_seen (4 games) | 25.0 [0.0, 75.0] | 75.0 [" in md
+    assert "Setting: generated ALFWorld games" in md and "15-step cap" in md
     assert "75.0 +- 20.4" in md  # after: 0.75, 0.5, 1.0 -> population SD 0.204 (sample SD would be 25.0)
     # behaviour: repeat ratio 0.1 / 0.2 / 0.3 on seeds 0-2 -> 20.0 +- 8.2; steps 4 / 5 / 6 -> 5.0 +- 0.8
     assert "| repeats the previous step's action | 20.0 +- 8.2 | 20.0 +- 8.2 |" in md

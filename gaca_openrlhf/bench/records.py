@@ -1,0 +1,256 @@
+"""Committed run records (``results/``) and the README tables rendered from them.
+
+Every number the README states about a CPU run comes from a small folder under ``results/`` that this module wrote
+from a quickstart output folder and can read back without it:
+
+    results/<name>/record.json                 what ran: command, commit, CPU, date, setting, seeds, runs, wall times
+    results/<name>/episodes/<label>/<panel>.jsonl   one line per evaluation episode (task, seed, won, steps, ...)
+    results/<name>/metrics/<label>.jsonl       the RL run's metrics.jsonl (one record per iteration)
+
+``<label>`` is ``warm_start`` or ``<method>_seed<training seed>``; ``<panel>`` is ``test`` (valid_seen),
+``test_unseen`` (valid_unseen) or ``val`` (the validation panel).
+
+    python -m gaca_openrlhf.bench.records collect OUT_DIR results/NAME --what "one line"
+    python -m gaca_openrlhf.bench.records render [--write]   # README tables from results/ (--write: update README)
+
+``render`` replaces the text between ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->`` in README.md with the
+table of ``results/NAME``; without ``--write`` it exits 1 when the README disagrees (tests/gaca_openrlhf/bench/
+test_records.py runs it). Intervals: :mod:`gaca_openrlhf.report.stats` (crossed bootstrap over training seeds and
+test games, fixed bootstrap seed, so the same records always render the same text).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PANELS = (("test", "test: valid_seen"), ("test_unseen", "test: valid_unseen"), ("val", "validation"))
+EPISODE_KEYS = ("task", "task_type", "seed", "won", "steps", "valid_steps", "repeat_steps", "listed_steps",
+                "admissible_steps", "failed")
+METHOD_ORDER = ("grpo", "gigpo", "gaca", "hgpo", "empg")
+
+
+def cpu_model() -> str:
+    """This machine's CPU model name and its bf16 path (what decides the CPU backend's training dtype)."""
+    name = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+        flags = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")), "")
+        simd = "AVX512-bf16/AMX" if ("avx512_bf16" in flags or "amx_bf16" in flags) else (
+            "AVX512" if "avx512f" in flags else ("AVX2" if "avx2" in flags else "no AVX2"))
+    except OSError:
+        simd = "?"
+    return f"{name} ({simd})"
+
+
+# ------------------------------------------------------------------------------------------------ collect
+def _episodes(eval_dir: Path) -> list[dict]:
+    out = []
+    for f in sorted(eval_dir.glob("seed*.json")):
+        data = json.loads(f.read_text())
+        out += [{k: ep.get(k) for k in EPISODE_KEYS} for ep in data.get("episodes", [])]
+    return out
+
+
+def collect(out_dir, dest, what: str = "") -> dict:
+    """Copy what the README needs from a quickstart output folder into ``dest`` (replaced if it exists)."""
+    out_dir, dest = Path(out_dir), Path(dest)
+    run = json.loads((out_dir / "run.json").read_text())
+    if dest.exists():
+        shutil.rmtree(dest)
+    labels = sorted(p.name for p in (out_dir / "eval").iterdir() if p.is_dir()) if (out_dir / "eval").is_dir() else []
+    runs = {}
+    for label in labels:
+        ev = out_dir / "eval" / label
+        panels = {"test": ev, **{p: ev / p for p, _ in PANELS[1:] if (ev / p).is_dir()}}
+        for panel, folder in panels.items():
+            eps = _episodes(folder)
+            if eps:
+                path = dest / "episodes" / label / f"{panel}.jsonl"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in eps))
+        info = {"eval_wall_s": _read_float(ev / "wall_s.txt")}
+        run_dir = out_dir / "runs" / label
+        if (run_dir / "metrics.jsonl").is_file():
+            (dest / "metrics").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(run_dir / "metrics.jsonl", dest / "metrics" / f"{label}.jsonl")
+            method, seed = label.rsplit("_seed", 1)
+            info.update(method=method, seed=int(seed), rl_wall_s=_read_float(run_dir / "wall_s.txt"),
+                        command=(run_dir / "command.txt").read_text().strip() if (run_dir / "command.txt").is_file()
+                        else "")
+        runs[label] = info
+    cfg = run.get("config", {})
+    record = {
+        "what": what, "command": run.get("command"), "git_commit": run.get("git_commit"),
+        "git_dirty": run.get("git_dirty"), "started_utc": run.get("started_utc"),
+        "cpu": run.get("cpu_model") or cpu_model() + " (read at collection)", "cpus": run.get("cpus"),
+        "seeds": run.get("seeds"), "config": cfg, "packages": run.get("packages"), "runs": runs,
+        "sft": {k: v for k, v in (run.get("sft") or {}).items() if not isinstance(v, (dict, list))},
+    }
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "record.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return record
+
+
+def _read_float(path: Path):
+    try:
+        return float(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+# ------------------------------------------------------------------------------------------------ render
+def _read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def setting_line(cfg: dict, cpu: str) -> str:
+    """The setting every number of a record carries (data, subset, model, step cap, CPU)."""
+    env = cfg.get("env", "alfworld")
+    if env == "alfworld":
+        rooms = (f"<= {cfg['max_receptacles']} receptacles" if cfg.get("max_receptacles", 0) > 0 else "full rooms")
+        distr = ("no distractor objects" if cfg.get("max_distractor_types") == 0 else
+                 "ALFRED's distractors" if cfg.get("max_distractor_types", -1) < 0 else
+                 f"<= {cfg['max_distractor_types']} distractor classes")
+        data = (f"generated ALFWorld games (not ALFWorld's data), task type(s) {cfg.get('task_types')}, {rooms}, "
+                f"{distr}, {cfg.get('train_games')} train games")
+    else:
+        data = f"WebShop ({'generated catalog' if cfg.get('webshop_generated') else 'WebShop data'})"
+    return (f"{data}; {cfg.get('max_steps')}-step cap; the project's ~2M-parameter `{cfg.get('model_size')}` model "
+            f"(SFT warm start); RL {cfg.get('rl_iterations')} iterations x {cfg.get('rl_tasks_per_iter')} tasks x "
+            f"n={cfg.get('rl_n')}, lr {cfg.get('rl_lr')}, temperature {cfg.get('rl_temperature')}, validity rule "
+            f"`{cfg.get('rl_validity')}`" + (" (reward shaping: off-list actions penalised)"
+                                              if cfg.get("rl_validity") == "admissible" else "")
+            + f"; evaluation temperature {cfg.get('eval_temperature')}; CPU: {cpu}")
+
+
+def _matrices(rec_dir: Path, panel: str):
+    """{method: (seeds x games) success matrix} and the warm start's (1 x games), over the same games."""
+    from gaca_openrlhf.report.stats import success_matrix
+
+    ep_root = rec_dir / "episodes"
+    warm_file = ep_root / "warm_start" / f"{panel}.jsonl"
+    if not warm_file.is_file():
+        return None, {}
+    warm, games = success_matrix({0: _read_jsonl(warm_file)})
+    by_method: dict[str, dict[int, list]] = {}
+    for d in sorted(ep_root.iterdir()):
+        if d.name == "warm_start" or not (d / f"{panel}.jsonl").is_file():
+            continue
+        method, seed = d.name.rsplit("_seed", 1)
+        by_method.setdefault(method, {})[int(seed)] = _read_jsonl(d / f"{panel}.jsonl")
+    mats = {m: success_matrix(v, games)[0] for m, v in by_method.items()}
+    return warm, mats
+
+
+def _order(methods) -> list[str]:
+    return sorted(methods, key=lambda m: (METHOD_ORDER.index(m) if m in METHOD_ORDER else 99, m))
+
+
+def render_record(rec_dir) -> str:
+    """Markdown of one record: setting, success per method and panel with intervals, gains, paired differences."""
+    from gaca_openrlhf.report.stats import difference, interval
+
+    rec_dir = Path(rec_dir)
+    rec = json.loads((rec_dir / "record.json").read_text())
+    cfg = rec.get("config", {})
+    panels = [(p, title) for p, title in PANELS if (rec_dir / "episodes" / "warm_start" / f"{p}.jsonl").is_file()]
+    lines = [f"Record `results/{rec_dir.name}` ({rec.get('what') or 'run'}; commit {str(rec.get('git_commit'))[:7]}, "
+             f"started {rec.get('started_utc')}). Setting: {setting_line(cfg, rec.get('cpu', '?'))}.", ""]
+    header = "| | training seeds | " + " | ".join(
+        f"{title} ({_matrices(rec_dir, p)[0].shape[1]} games): success % [95% CI] / gain (points)" for p, title in panels)
+    lines += [header + " |", "|---|---|" + "---|" * len(panels)]
+    all_methods: set = set()
+    mats_by_panel = {p: _matrices(rec_dir, p) for p, _ in panels}
+    for p, _ in panels:
+        all_methods |= set(mats_by_panel[p][1])
+    warm_cells = [interval(mats_by_panel[p][0]).fmt_level() for p, _ in panels]
+    lines.append("| warm start | - | " + " | ".join(warm_cells) + " |")
+    for m in _order(all_methods):
+        cells, seeds = [], "-"
+        for p, _ in panels:
+            warm, mats = mats_by_panel[p]
+            if m not in mats:
+                cells.append("-")
+                continue
+            seeds = str(mats[m].shape[0])
+            cells.append(f"{interval(mats[m]).fmt_level()} / {difference(mats[m], warm).fmt()}")
+        lines.append(f"| {m.upper()} | {seeds} | " + " | ".join(cells) + " |")
+    methods = _order(all_methods)
+    pairs = [(a, b) for i, a in enumerate(methods) for b in methods[:i]]
+    if pairs:
+        lines += ["", "Paired differences (points; games shared, seeds resampled per method): "
+                  + "; ".join(f"{a.upper()} - {b.upper()}: " + ", ".join(
+                      f"{title} {difference(mats_by_panel[p][1][a], mats_by_panel[p][1][b]).fmt()}"
+                      for p, title in panels if a in mats_by_panel[p][1] and b in mats_by_panel[p][1])
+                      for a, b in pairs) + "."]
+    walls = [v.get("rl_wall_s") for v in rec.get("runs", {}).values() if v.get("rl_wall_s")]
+    evals = [v.get("eval_wall_s") for v in rec.get("runs", {}).values() if v.get("eval_wall_s")]
+    if walls or evals:
+        lines += ["", f"Compute: {len(walls)} RL runs, {sum(walls) / 60:.0f} min of RL "
+                  f"({min(walls) / 60:.1f}-{max(walls) / 60:.1f} min each); {len(evals)} evaluations, "
+                  f"{sum(evals) / 60:.0f} min; {rec.get('cpus')} CPU cores." if walls else
+                  f"Compute: {len(evals)} evaluations, {sum(evals) / 60:.0f} min; {rec.get('cpus')} CPU cores."]
+    return "\n".join(lines)
+
+
+MARK = re.compile(r"(<!-- results:([\w.-]+) -->\n)(.*?)(<!-- /results:\2 -->)", re.S)
+
+
+def render_readme(text: str, results: Path) -> str:
+    """``text`` with every marked block replaced by its record's table."""
+    def sub(m: re.Match) -> str:
+        rec_dir = results / m.group(2)
+        if not (rec_dir / "record.json").is_file():
+            raise FileNotFoundError(f"README cites results/{m.group(2)}, which has no record.json")
+        return m.group(1) + render_record(rec_dir) + "\n" + m.group(4)
+
+    return MARK.sub(sub, text)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gaca_openrlhf.bench.records", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("collect", help="copy a quickstart output folder's records into results/NAME")
+    c.add_argument("out_dir")
+    c.add_argument("dest")
+    c.add_argument("--what", default="")
+    r = sub.add_parser("render", help="README tables from results/ (exit 1 when they disagree, unless --write)")
+    r.add_argument("--write", action="store_true")
+    r.add_argument("--readme", default=str(ROOT / "README.md"))
+    r.add_argument("--results", default=str(ROOT / "results"))
+    r.add_argument("--show", default=None, metavar="NAME", help="print one record's table")
+    args = p.parse_args(argv)
+    if args.cmd == "collect":
+        rec = collect(args.out_dir, args.dest, args.what)
+        print(f"collected {len(rec['runs'])} labels into {args.dest}")
+        return 0
+    if args.show:
+        print(render_record(Path(args.results) / args.show))
+        return 0
+    readme = Path(args.readme)
+    old = readme.read_text()
+    new = render_readme(old, Path(args.results))
+    if new == old:
+        print("README tables agree with results/")
+        return 0
+    if args.write:
+        readme.write_text(new)
+        print(f"updated {readme}")
+        return 0
+    print("README tables disagree with results/: run `python -m gaca_openrlhf.bench.records render --write`",
+          file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

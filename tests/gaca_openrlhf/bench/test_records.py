@@ -1,0 +1,97 @@
+"""results/ records: collected from a quickstart output folder, rendered into the README, and the README checked
+against them (the check that fails when a number in the README has no committed record behind it)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gaca_openrlhf.bench import records
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _eval(folder: Path, outcomes: dict, seed: int = 0):
+    folder.mkdir(parents=True, exist_ok=True)
+    eps = [{"task": t, "task_type": "pick_and_place_simple", "seed": seed, "won": w, "steps": 3, "failed": False,
+            "actions": ["look"]} for t, w in outcomes.items()]
+    (folder / f"seed{seed}.json").write_text(json.dumps({"success_rate": 0.0, "episodes": eps}))
+    (folder / "wall_s.txt").write_text("60.0\n")
+
+
+def _fake_out(tmp_path: Path) -> Path:
+    """A quickstart output folder as the compare writes it: warm start + 2 methods x 2 seeds, two panels."""
+    out = tmp_path / "out"
+    games = [f"g{i}" for i in range(8)]
+    cfg = {"env": "alfworld", "task_types": "1", "max_receptacles": 6, "max_distractor_types": 0, "train_games": 256,
+           "max_steps": 15, "model_size": "small", "rl_iterations": 8, "rl_tasks_per_iter": 8, "rl_n": 4,
+           "rl_lr": 1e-4, "rl_temperature": 0.4, "rl_validity": "admissible", "eval_temperature": 0.4}
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"command": "python -m gaca_openrlhf.bench --compare", "git_commit": "abc1234",
+                                              "config": cfg, "seeds": {"rl": [0, 1]}, "cpus": 2,
+                                              "started_utc": "2026-12-03T00:00:00Z"}))
+    wins = {"warm_start": [1, 0, 0, 0, 1, 0, 0, 0], "grpo_seed0": [1, 1, 0, 0, 1, 0, 0, 0],
+            "grpo_seed1": [1, 0, 0, 0, 1, 0, 1, 0], "gaca_seed0": [1, 1, 1, 0, 1, 1, 0, 0],
+            "gaca_seed1": [1, 1, 0, 1, 1, 1, 1, 0]}
+    for label, w in wins.items():
+        _eval(out / "eval" / label, dict(zip(games, map(bool, w))))
+        _eval(out / "eval" / label / "test_unseen", dict(zip(games[:4], map(bool, w[4:]))))
+        if label != "warm_start":
+            run = out / "runs" / label
+            run.mkdir(parents=True)
+            (run / "metrics.jsonl").write_text(json.dumps({"iteration": 1, "rollout/success_rate": 0.5}) + "\n")
+            (run / "wall_s.txt").write_text("600\n")
+            (run / "command.txt").write_text("python -m gaca_openrlhf.cli.train_ppo ...\n")
+    return out
+
+
+def test_collect_keeps_per_episode_outcomes_and_metrics(tmp_path):
+    out = _fake_out(tmp_path)
+    rec = records.collect(out, tmp_path / "results" / "r1", what="unit")
+    dest = tmp_path / "results" / "r1"
+    eps = [json.loads(x) for x in (dest / "episodes" / "gaca_seed1" / "test.jsonl").read_text().splitlines()]
+    assert [e["won"] for e in eps] == [True, True, False, True, True, True, True, False]
+    assert "actions" not in eps[0]  # records stay small
+    assert (dest / "episodes" / "gaca_seed1" / "test_unseen.jsonl").is_file()
+    assert (dest / "metrics" / "grpo_seed0.jsonl").is_file() and rec["runs"]["grpo_seed0"]["seed"] == 0
+    assert rec["runs"]["gaca_seed0"]["rl_wall_s"] == 600.0 and rec["git_commit"] == "abc1234"
+
+
+def test_rendered_table_matches_numbers_recomputed_from_the_episodes(tmp_path):
+    from gaca_openrlhf.report.stats import difference
+
+    records.collect(_fake_out(tmp_path), tmp_path / "results" / "r1")
+    text = records.render_record(tmp_path / "results" / "r1")
+    # GACA's test success: mean of its 2 x 8 outcomes, recomputed here by hand = 11/16
+    assert "| GACA | 2 | 68.8 [" in text and "| warm start | - | 25.0 [" in text
+    gain = difference(np.array([[1, 1, 1, 0, 1, 1, 0, 0], [1, 1, 0, 1, 1, 1, 1, 0]]), np.array([[1, 0, 0, 0, 1, 0, 0, 0]]))
+    assert gain.fmt() in text
+    assert "GACA - GRPO" in text and "generated ALFWorld games" in text and "15-step cap" in text
+    assert "reward shaping" in text  # the admissible rule is named for what it is
+
+
+def test_readme_render_replaces_marked_blocks_and_check_fails_on_disagreement(tmp_path):
+    records.collect(_fake_out(tmp_path), tmp_path / "results" / "r1")
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- results:r1 -->\nstale numbers\n<!-- /results:r1 -->\nend\n")
+    argv = ["render", "--readme", str(readme), "--results", str(tmp_path / "results")]
+    assert records.main(argv) == 1  # stale
+    assert records.main(argv + ["--write"]) == 0
+    assert records.main(argv) == 0 and "stale" not in readme.read_text()
+    readme.write_text(readme.read_text().replace("68.8", "70.0"))  # a number edited by hand
+    assert records.main(argv) == 1
+    readme.write_text("<!-- results:missing -->\nx\n<!-- /results:missing -->\n")
+    with pytest.raises(FileNotFoundError, match="missing"):
+        records.main(argv)
+
+
+def test_project_readme_agrees_with_committed_results():
+    """Every README table marked as a record equals its rendering from results/ (regenerate with
+    `python -m gaca_openrlhf.bench.records render --write`)."""
+    proc = subprocess.run([sys.executable, "-m", "gaca_openrlhf.bench.records", "render"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
