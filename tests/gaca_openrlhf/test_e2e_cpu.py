@@ -89,10 +89,15 @@ def check_params_changed(save: Path):
     assert changed, "no parameter changed after 2 updates"
 
 
+# an entropy bonus gives every iteration a gradient (the tiny model's episodes usually all fail, so advantages are
+# ~0): the same-seed and resume checks then compare weights that really moved
+GRAD = ("--actor.entropy_coef", "0.01")
+
+
 @pytest.fixture(scope="module")
 def alfworld_run():
     save = Path(tempfile.mkdtemp(prefix="gaca_e2e_alfworld_"))
-    wall, log = run_example("train_gaca_alfworld_tiny.sh", save)
+    wall, log = run_example("train_gaca_alfworld_tiny.sh", save, *GRAD)
     yield save, wall, log
     shutil.rmtree(save, ignore_errors=True)
 
@@ -201,7 +206,7 @@ def test_checkpoint_resume_matches_uninterrupted(alfworld_run, workdir):
     # an entropy bonus gives every iteration a gradient: with the tiny model's usual all-failed first iteration the
     # advantages are all 0, the first update moves nothing, and "weights restored" could not be told apart from
     # "weights not restored" (the LR schedule and optimizer step counts do not depend on it)
-    grad = ("--actor.entropy_coef", "0.01")
+    grad = GRAD
     run_example("train_gaca_alfworld_tiny.sh", tmp_path, "--gaca.max_iterations", "1", *grad)
     assert [r["iteration"] for r in records(tmp_path)] == [1]
     assert (tmp_path / "ckpt" / "_actor").is_dir()
@@ -221,6 +226,32 @@ def test_checkpoint_resume_matches_uninterrupted(alfworld_run, workdir):
     # the resumed model and optimizer state against the checkpoint it loaded and the uninterrupted run's
     updates = int(resumed[1].get("train/optimizer_steps") or 1)
     check_resumed_state(before, ds_checkpoint(tmp_path, 2), ds_checkpoint(full, 2), updates)
+
+
+#: metrics that measure time, not the run
+TIMING_KEYS = ("adv/seconds",)
+
+
+def test_same_seed_same_run(alfworld_run, workdir):
+    """The same command and seed give identical metrics.jsonl (every value but timings) and identical final weights,
+    whatever order the episodes finish in. Bugs caught (each measured before its fix): the trainer driver's prompt
+    loader shuffling from an unseeded generator (the runs trained on their tasks in different orders), and rollout
+    requests without their own seed (the engine's shared generator is drawn in arrival order)."""
+    import torch
+    from safetensors.torch import load_file
+
+    first, _, _ = alfworld_run
+    run_example("train_gaca_alfworld_tiny.sh", workdir, *GRAD)
+    a, b = records(first), records(workdir)
+    assert [r["iteration"] for r in a] == [r["iteration"] for r in b] == [1, 2]
+    for ra, rb in zip(a, b):
+        keys = {k for k in set(ra) | set(rb) if not k.startswith("timing/") and k not in TIMING_KEYS}
+        diff = {k: (ra.get(k), rb.get(k)) for k in sorted(keys) if ra.get(k) != rb.get(k)}
+        assert not diff, f"iteration {ra['iteration']}: {diff}"
+    wa, wb = load_file(str(first / "model.safetensors")), load_file(str(workdir / "model.safetensors"))
+    assert wa.keys() == wb.keys()
+    assert [k for k in wa if not torch.equal(wa[k], wb[k])] == []
+    assert a[0]["actor_grad_norm"] > 1e-6  # the entropy bonus moved the weights: equality is not two no-ops
 
 
 def test_killed_env_worker_is_excluded_and_training_continues(workdir):
