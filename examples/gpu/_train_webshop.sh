@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # WebShop training for one method (grpo | gigpo | gaca): bash _train_webshop.sh METHOD [extra train_ppo options]
 # Starts the local WebShop server (python -m webshop_server) unless WEBSHOP_URL is set, and stops it on exit.
-# Env: MODEL, SAVE_PATH (default outputs/<method>_webshop), WEBSHOP_URL, WEBSHOP_DATA (WebShop's real data files;
+# Env: MODEL, SAVE_PATH (default <repo>/outputs/<method>_webshop), WEBSHOP_URL, WEBSHOP_DATA (WebShop's real data files;
 # else a generated catalog of WEBSHOP_PRODUCTS products), WEBSHOP_TRAIN_GOALS (train goals used, default all of
 # split train = goals 1500+) + everything in _common.sh.
 METHOD="${1:?method: grpo | gigpo | gaca}"
 shift
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
-SAVE_PATH="${SAVE_PATH:-outputs/${METHOD}_webshop}"
+SAVE_PATH="${SAVE_PATH:-$ROOT/outputs/${METHOD}_webshop}"  # relative paths: made absolute by _common.sh
 TASKS="${TASKS:-$SAVE_PATH/tasks.jsonl}"
 # REHEARSAL=1: a generated 1000-product catalog (opted in explicitly), 4 train goals, a free port (README "Rehearsal")
 if [[ "$REHEARSAL" == "1" && -z "${WEBSHOP_URL:-}" ]]; then
@@ -23,6 +23,7 @@ if [[ "$DRY_RUN" != "1" ]]; then
   NUM_TRAIN="${WEBSHOP_TRAIN_GOALS:-$NUM_TRAIN}"
   mkdir -p "$SAVE_PATH"
   [[ -f "$TASKS" ]] || "$PY" -m gaca_openrlhf.rollout.tasks webshop --start 1500 --num "$NUM_TRAIN" --out "$TASKS"
+  check_tasks "$TASKS"
 fi
 MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-64}"  # verl-agent: 64 step samples per optimizer update
 method_args "$METHOD"

@@ -9,12 +9,12 @@
 #   OUT_ROOT=outputs/ablations ABLATIONS="lambda0 lambda1 permuted" bash examples/gpu/ablations_alfworld.sh
 #   DRY_RUN=1 bash examples/gpu/ablations_alfworld.sh     # print the commands only
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
-HERE="$(dirname "${BASH_SOURCE[0]}")"
-OUT_ROOT="${OUT_ROOT:-outputs/ablations_alfworld}"
+HERE="$ROOT/examples/gpu"
+OUT_ROOT="${OUT_ROOT:-$ROOT/outputs/ablations_alfworld}"  # a relative OUT_ROOT was made absolute by _common.sh
 ALFWORLD_DATA="${ALFWORLD_DATA:-$HOME/.cache/alfworld}"
 ALPHA_C_VALUES="${ALPHA_C_VALUES:-0.5}"
 ABLATIONS="${ABLATIONS:-lambda0 lambda05 lambda1 alpha025 alpha05 alpha1 permuted $(for v in $ALPHA_C_VALUES; do printf 'alphac%s ' "$v"; done)}"
-EVAL_SEEDS="${EVAL_SEEDS:-0 1 2}"  # 3 seeds, as the main runs and the paper
+EVAL_SEEDS="${EVAL_SEEDS:-0 1 2}"  # evaluation seeds; each ablation is one training run (training seed SEED, 42)
 export ALFWORLD_DATA DRY_RUN
 
 ablation_args() {

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # GRPO vs GiGPO vs GACA on one environment (not yet run on GPUs: see README.md): train the three methods with the
 # paper defaults, evaluate each final model on fixed panels with fixed seeds, build the comparison report.
-#   ENV_NAME=alfworld|webshop  METHODS="grpo gigpo gaca"  OUT_ROOT=outputs/comparison_<env>
-#   EVAL_SEEDS="0 1 2" (one eval per seed)  EVAL_EPISODES=1 (episodes per task)  EVAL_CKPTS=1 (also evaluate the
-#   HF checkpoints saved every SAVE_STEPS iterations; the trainer has no in-loop environment evaluation)
-#   SKIP_TRAINED=1 (skip training a method whose OUT_ROOT/<method>/config.json exists)
+#   ENV_NAME=alfworld|webshop  METHODS="grpo gigpo gaca"  OUT_ROOT=<repo>/outputs/comparison_<env>
+#   SEEDS="0 1 2" (training seeds: one training run per method and seed, OUT_ROOT/<method>_seed<s>, --train.seed s)
+#   EVAL_SEEDS="0 1 2" (one eval of each trained model per eval seed)  EVAL_EPISODES=1 (episodes per task)
+#   EVAL_CKPTS=1 (also evaluate the HF checkpoints saved every SAVE_STEPS iterations; the trainer has no in-loop
+#   environment evaluation)  SKIP_TRAINED=1 (skip a training run whose OUT_ROOT/<method>_seed<s>/config.json exists)
 #   DRY_RUN=1 bash examples/gpu/run_comparison.sh    # print every command only
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
-HERE="$(dirname "${BASH_SOURCE[0]}")"
+HERE="$ROOT/examples/gpu"
 ENV_NAME="${ENV_NAME:-alfworld}"
 METHODS="${METHODS:-grpo gigpo gaca}"
-OUT_ROOT="${OUT_ROOT:-outputs/comparison_$ENV_NAME}"
+OUT_ROOT="${OUT_ROOT:-$ROOT/outputs/comparison_$ENV_NAME}"  # a relative OUT_ROOT was made absolute by _common.sh
+SEEDS="${SEEDS:-0 1 2}"
 EVAL_SEEDS="${EVAL_SEEDS:-0 1 2}"
 ALFWORLD_DATA="${ALFWORLD_DATA:-$HOME/.cache/alfworld}"
 export ALFWORLD_DATA DRY_RUN
@@ -20,11 +22,17 @@ case "$ENV_NAME" in
   *) echo "ENV_NAME must be alfworld or webshop" >&2; exit 2 ;;
 esac
 
-# 1. train (each training script manages its own WebShop server)
+# 1. train each method once per training seed (each training script manages its own WebShop server)
+RUNS=()  # "<method>_seed<s>" run names = folder names under OUT_ROOT
 for m in $METHODS; do
-  save="$OUT_ROOT/$m"
-  if [[ "${SKIP_TRAINED:-0}" == "1" && -f "$save/config.json" ]]; then echo "skip training $m: $save exists" >&2; continue; fi
-  SAVE_PATH="$save" bash "$HERE/train_${m}_${ENV_NAME}.sh"
+  for s in $SEEDS; do
+    RUNS+=("${m}_seed$s")
+    save="$OUT_ROOT/${m}_seed$s"
+    if [[ "${SKIP_TRAINED:-0}" == "1" && -f "$save/config.json" ]]; then
+      echo "skip training $m (seed $s): $save exists" >&2; continue
+    fi
+    SEED="$s" SAVE_PATH="$save" bash "$HERE/train_${m}_${ENV_NAME}.sh"
+  done
 done
 
 # 2. evaluate on fixed panels with fixed seeds
@@ -35,8 +43,8 @@ else
   start_webshop_server "$OUT_ROOT/webshop_server_eval.log"
 fi
 REPORT_ARGS=()
-for m in $METHODS; do
-  save="$OUT_ROOT/$m"
+for run in "${RUNS[@]}"; do
+  save="$OUT_ROOT/$run"
   models=("$save")
   if [[ "${EVAL_CKPTS:-0}" == "1" && "$DRY_RUN" != "1" ]]; then
     for ck in "$save"/ckpt/*_hf; do [[ -d "$ck" ]] && models+=("$ck"); done
@@ -50,7 +58,7 @@ for m in $METHODS; do
       done
     done
   done
-  REPORT_ARGS+=(--run "$m=$save")
+  REPORT_ARGS+=(--run "$run=$save")
 done
 
 # 3. report

@@ -6,14 +6,15 @@
 # samples, DeepSpeed + HF checkpoints -- for 2 iterations, then a PASS/FAIL summary (examples/gpu/smoke_check.py).
 #   bash examples/gpu/smoke.sh                      # GPU node: Qwen2.5-0.5B-Instruct on N_GPUS (default 8) GPUs
 #   REHEARSAL=1 bash examples/gpu/smoke.sh          # the same launch path on a CPU machine (tiny model, 2 ranks)
-# Every setting of _common.sh can be overridden (MODEL, N_GPUS, VLLM_MEM, ...); SAVE_PATH default outputs/smoke.
+# Every setting of _common.sh can be overridden (MODEL, N_GPUS, VLLM_MEM, ...); SAVE_PATH default <repo>/outputs/smoke.
+# Every smoke starts from an empty SAVE_PATH: an existing, non-empty one is moved aside to SAVE_PATH.old-<timestamp>
+# (checkpoints or metrics of an earlier run must not pass the checks), so tasks.jsonl is regenerated from ALFWORLD_DATA.
+# The generated games (default ALFWORLD_DATA) number ITERATIONS x TASKS_PER_ITER: every iteration has its own tasks.
 # Exit status: 0 only when training finished and every check passed.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
-PY="${PYTHON:-$ROOT/.venv/bin/python}"
 CACHE="${GACA_CACHE:-${GACA_CACHE_DIR:-$HOME/.cache/gaca_openrlhf}}"
-export SAVE_PATH="${SAVE_PATH:-outputs/smoke}"
 if [[ "${REHEARSAL:-0}" != "1" ]]; then  # GPU sizes (the rehearsal's own defaults are in _common.sh)
   export MODEL="${MODEL:-Qwen/Qwen2.5-0.5B-Instruct}" N_GPUS="${N_GPUS:-8}"
   export ITERATIONS="${ITERATIONS:-2}" TASKS_PER_ITER="${TASKS_PER_ITER:-$N_GPUS}" ROLLOUTS="${ROLLOUTS:-4}"
@@ -21,18 +22,53 @@ if [[ "${REHEARSAL:-0}" != "1" ]]; then  # GPU sizes (the rehearsal's own defaul
   export MICRO_BATCH="${MICRO_BATCH:-2}"
   export MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-$((MICRO_BATCH * N_GPUS))}"  # several updates per iteration
   export LR="${LR:-1e-5}"  # visible KL after the first update within 2 iterations
-  export ALFWORLD_DATA="${ALFWORLD_DATA:-$CACHE/alfworld_smoke_games}"
-  if [[ "${DRY_RUN:-0}" != "1" && ! -d "$ALFWORLD_DATA/json_2.1.1/train" ]]; then
-    (cd "$ROOT" && "$PY" -m agents.alfworld generate --out "$ALFWORLD_DATA" --split train --num-games 8 --seed 0 \
-      --no-progress >&2)
+  # one generated game per task of the run: --train.num_episodes 1 ends training when the task file is used up
+  SMOKE_GAMES="${SMOKE_GAMES:-$((ITERATIONS * TASKS_PER_ITER))}"
+  [[ -n "${ALFWORLD_DATA:-}" ]] || SMOKE_GENERATE=1
+  export ALFWORLD_DATA="${ALFWORLD_DATA:-$CACHE/alfworld_smoke_games_$SMOKE_GAMES}"
+fi
+# the smoke keeps the strict weight-sync limit (the long recipes use 0.5: README "Weight-sync check")
+export MAX_LOGPROB_GAP="${MAX_LOGPROB_GAP:-0.1}"
+export REQUIRE_ALL_ITERATIONS=1  # _train_alfworld.sh: too few tasks for ITERATIONS iterations is an error
+# shared settings and helpers (cd to the repo root, relative paths made absolute, the GPU preflight, GACA_BACKEND)
+source "$HERE/_common.sh"
+export SAVE_PATH="${SAVE_PATH:-$ROOT/outputs/smoke}"
+export TASKS="$SAVE_PATH/tasks.jsonl"  # always the run's own, regenerated from ALFWORLD_DATA
+export ALFWORLD_DATA MODEL  # absolute; REHEARSAL=1: the tiny model built once by _common.sh
+
+# an empty output folder: an earlier run's checkpoints, metrics or tasks.jsonl must not satisfy this run's checks.
+# Only a training output folder is moved (never e.g. a SAVE_PATH set to $HOME by mistake).
+if [[ -e "$SAVE_PATH" && ! -d "$SAVE_PATH" ]]; then
+  echo "error: smoke: SAVE_PATH=$SAVE_PATH exists and is not a folder" >&2; exit 2
+fi
+if [[ -d "$SAVE_PATH" && -n "$(ls -A "$SAVE_PATH" 2>/dev/null)" ]]; then
+  looks_like_run=0
+  for f in metrics.jsonl command.sh train.log tasks.jsonl ckpt config.json rehearsal.json; do
+    [[ -e "$SAVE_PATH/$f" ]] && looks_like_run=1
+  done
+  if [[ "$looks_like_run" != "1" || "$SAVE_PATH" == "$HOME" || "$SAVE_PATH" == "$ROOT" || "$SAVE_PATH" == / ]]; then
+    echo "error: smoke: SAVE_PATH=$SAVE_PATH is not empty and not an earlier run's output folder: choose an" \
+         "empty or new SAVE_PATH" >&2
+    exit 2
+  fi
+  old="$SAVE_PATH.old-$(date +%Y%m%d-%H%M%S)"
+  [[ ! -e "$old" ]] || old="$old-$$"
+  echo "smoke: moving the earlier run's $SAVE_PATH aside to $old (the smoke starts from an empty folder)" >&2
+  run_cmd mv -- "$SAVE_PATH" "$old"
+fi
+
+# the generated games (DRY_RUN prints the command, so that its --num-games shows)
+if [[ "${SMOKE_GENERATE:-0}" == "1" ]]; then
+  gen=("$PY" -m agents.alfworld generate --out "$ALFWORLD_DATA" --split train --num-games "$SMOKE_GAMES" --seed 0
+       --no-progress)
+  if [[ "$DRY_RUN" == "1" ]]; then run_cmd "${gen[@]}"
+  elif [[ ! -d "$ALFWORLD_DATA/json_2.1.1/train" ]]; then "${gen[@]}" >&2
   fi
 fi
-rm -f "$SAVE_PATH/metrics.jsonl" "$SAVE_PATH/rehearsal.json" 2>/dev/null || true
 status=0
 bash "$HERE/_train_alfworld.sh" gaca "$@" || status=$?
-[[ "${DRY_RUN:-0}" == "1" ]] && exit "$status"
+[[ "$DRY_RUN" == "1" ]] && exit "$status"
 (( status == 0 )) || echo "smoke: training exited with status $status" >&2
-cd "$ROOT"
-"$PY" "$HERE/smoke_check.py" "$SAVE_PATH" --iterations "${ITERATIONS:-2}" \
-  --max-logprob-gap "${MAX_LOGPROB_GAP:-0.1}" || status=1  # mini-batch: read from $SAVE_PATH/command.sh
+"$PY" "$HERE/smoke_check.py" "$SAVE_PATH" --iterations "$ITERATIONS" \
+  --max-logprob-gap "$MAX_LOGPROB_GAP" || status=1  # mini-batch: read from $SAVE_PATH/command.sh
 exit "$status"

@@ -18,15 +18,39 @@ METHODS = ("grpo", "gigpo", "gaca")
 ENVS = ("alfworld", "webshop")
 
 
-def dry_run(script, **env):
+#: variables the scripts read: taken from the caller's shell only when a test passes them
+SCRIPT_VARS = ("WEBSHOP_URL", "MODEL", "SAVE_PATH", "VLLM_TP", "VLLM_ENGINES", "N_GPUS", "ITERATIONS", "TASKS_PER_ITER",
+               "ROLLOUTS", "MICRO_BATCH", "MINI_BATCH_STEPS", "MAX_LOGPROB_GAP", "SEED", "SEEDS", "TASKS", "OUT_ROOT",
+               "REHEARSAL", "GACA_BACKEND", "GACA_CALLER_PWD", "SMOKE_GAMES", "REQUIRE_ALL_ITERATIONS",
+               "GPU_PREFLIGHT", "PYTHON", "LR", "MAX_STEPS", "SAVE_STEPS")
+
+
+def script_env(env):
     full = {**os.environ, "DRY_RUN": "1", "ALFWORLD_DATA": "/data/alfworld", **env}
-    for k in ("WEBSHOP_URL", "MODEL", "SAVE_PATH", "VLLM_TP", "VLLM_ENGINES"):
+    for k in SCRIPT_VARS:
         if k not in env:
             full.pop(k, None)
-    res = subprocess.run(["bash", os.path.join(GPU, script)], cwd=ROOT, env=full, capture_output=True, text=True,
-                         timeout=60)
+    return full
+
+
+def run_script(script, cwd=ROOT, **env):
+    return subprocess.run(["bash", os.path.join(GPU, script)], cwd=cwd, env=script_env(env), capture_output=True,
+                          text=True, timeout=120)
+
+
+def dry_run(script, cwd=ROOT, **env):
+    res = run_script(script, cwd=cwd, **env)
     assert res.returncode == 0, res.stderr
     return [shlex.split(line) for line in res.stdout.splitlines() if line.strip()]
+
+
+def train_cmds(cmds):
+    return [parse_args(module_args(c, "gaca_openrlhf.cli.train_ppo")) for c in cmds
+            if c[1:3] == ["-m", "gaca_openrlhf.cli.train_ppo"]]
+
+
+def option(cmd, name):
+    return cmd[cmd.index(name) + 1]
 
 
 def module_args(cmd, module):
@@ -105,11 +129,16 @@ def test_run_comparison_script(env_name):
 
     cmds = dry_run("run_comparison.sh", ENV_NAME=env_name, OUT_ROOT="/tmp/cmp", EVAL_SEEDS="0 1")
     trains = [parse_args(module_args(c, "gaca_openrlhf.cli.train_ppo")) for c in cmds if "gaca_openrlhf.cli.train_ppo" in c]
-    assert [a.algo.advantage.estimator for a in trains] == list(METHODS)
-    assert [a.ckpt.output_dir for a in trains] == [f"/tmp/cmp/{m}" for m in METHODS]
+    # one training run per method and training seed (SEEDS, default 0 1 2), each in its own folder with its seed
+    runs = [f"{m}_seed{s}" for m in METHODS for s in (0, 1, 2)]
+    assert [(a.algo.advantage.estimator, a.train.seed) for a in trains] == [(m, s) for m in METHODS for s in (0, 1, 2)]
+    assert [a.ckpt.output_dir for a in trains] == [f"/tmp/cmp/{r}" for r in runs]
+    assert [a.data.prompt_dataset for a in trains] == [f"/tmp/cmp/{r}/tasks.jsonl" for r in runs]
     evals = [eval_parser().parse_args(module_args(c, "gaca_openrlhf.eval")) for c in cmds if "gaca_openrlhf.eval" in c]
     panels = 2 if env_name == "alfworld" else 1
-    assert len(evals) == 3 * panels * 2
+    assert len(evals) == 3 * 3 * panels * 2
+    assert sorted({e.model for e in evals}) == sorted(f"/tmp/cmp/{r}" for r in runs)
+    assert all(os.path.dirname(e.out) == e.model for e in evals)  # each run's evals in its own folder
     assert {e.seed for e in evals} == {0, 1} and all(e.temperature == 0.4 and e.env == env_name for e in evals)
     assert all(os.path.basename(e.out).startswith("eval_") for e in evals)  # the report picks up eval*.json
     if env_name == "webshop":
@@ -118,7 +147,14 @@ def test_run_comparison_script(env_name):
         assert {os.path.basename(e.panel) for e in evals} == {"eval_id.json", "eval_ood.json"}
     report = report_parser().parse_args(module_args(
         next(c for c in cmds if "gaca_openrlhf.report" in c), "gaca_openrlhf.report"))
-    assert report.run == [f"{m}=/tmp/cmp/{m}" for m in METHODS]
+    assert report.run == [f"{r}=/tmp/cmp/{r}" for r in runs]
+
+
+def test_run_comparison_training_seeds_are_configurable():
+    cmds = dry_run("run_comparison.sh", OUT_ROOT="/tmp/cmp", SEEDS="7 8", METHODS="gaca", EVAL_SEEDS="0", SEED="42")
+    trains = train_cmds(cmds)
+    assert [(a.train.seed, a.ckpt.output_dir) for a in trains] == [(7, "/tmp/cmp/gaca_seed7"),
+                                                                    (8, "/tmp/cmp/gaca_seed8")]
 
 
 @pytest.mark.parametrize("micro", [4, 16])
@@ -162,11 +198,12 @@ def test_rehearsal_dry_run_takes_the_gpu_launch_path_with_small_overridable_size
 
 def test_without_rehearsal_nothing_changes():
     args = parse_args(module_args(dry_run("train_gaca_alfworld.sh")[0], "gaca_openrlhf.cli.train_ppo"))
-    assert args.gaca.backend == "auto" and not args.vllm.enforce_eager and args.vllm.gpu_memory_utilization == 0.6
+    assert args.gaca.backend == "gpu" and not args.vllm.enforce_eager and args.vllm.gpu_memory_utilization == 0.6
 
 
-def test_smoke_script_dry_run():
-    cmds = dry_run("smoke.sh", SAVE_PATH="/tmp/smoke_x")
+def test_smoke_script_dry_run(tmp_path):
+    cmds = dry_run("smoke.sh", SAVE_PATH=str(tmp_path / "smoke_x"))
+    assert len(cmds) == 1  # ALFWORLD_DATA given: no games generated
     args = parse_args(module_args(cmds[0], "gaca_openrlhf.cli.train_ppo"))
     assert args.actor.model_name_or_path == "Qwen/Qwen2.5-0.5B-Instruct" and args.gaca.max_iterations == 2
     assert args.train.colocate_all and args.ds.zero_stage == 3 and args.algo.kl.use_loss
@@ -177,3 +214,223 @@ def test_smoke_script_dry_run():
 def test_readme_marks_scripts_untested_on_gpu():
     text = open(os.path.join(GPU, "README.md")).read()
     assert "not been run on GPUs" in text
+
+
+# ---- GPU-path review findings ----
+
+def test_smoke_generates_enough_games_for_2_iterations_on_every_gpu_count(tmp_path):
+    """Finding 1: TASKS_PER_ITER = N_GPUS with 8 generated games and --train.num_episodes 1 ran 1 iteration on 8 GPUs
+    (iteration 2 found the task file used up). Iterations the run can make = episodes x full batches of the task file,
+    capped by --gaca.max_iterations; every generated game is one task."""
+    for n in range(1, 9):
+        cache = tmp_path / f"cache{n}"
+        cmds = dry_run("smoke.sh", N_GPUS=str(n), ALFWORLD_DATA="", GACA_CACHE=str(cache),
+                       SAVE_PATH=str(tmp_path / f"smoke{n}"))
+        gen = [c for c in cmds if c[1:4] == ["-m", "agents.alfworld", "generate"]]
+        assert len(gen) == 1, cmds
+        games, games_dir = int(option(gen[0], "--num-games")), option(gen[0], "--out")
+        (args,) = train_cmds(cmds)
+        assert json.loads(args.env.kwargs)["data_dir"] == games_dir  # trains on the games it generated
+        assert games_dir == str(cache / f"alfworld_smoke_games_{games}")  # never an older, smaller cached set
+        tasks_per_iter = args.rollout.batch_size
+        assert tasks_per_iter == n
+        iterations = min(args.gaca.max_iterations, args.train.num_episodes * (games // tasks_per_iter))
+        assert iterations == 2, (n, games, tasks_per_iter, args.train.num_episodes)
+
+
+def source_common(script, tmp_path=None, **env):
+    """Run bash snippet ``script`` after sourcing _common.sh (no training starts: it only sets variables)."""
+    full = script_env(env)
+    return subprocess.run(["bash", "-c", f"source {GPU}/_common.sh; {script}"], cwd=ROOT, env=full,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("lines,strict,ok", [(16, "1", True), (15, "1", False), (15, "0", True)])
+def test_too_few_tasks_for_the_iterations(tmp_path, lines, strict, ok):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(f'{{"input": "{i}"}}\n' for i in range(lines)))
+    res = source_common(f"check_tasks {tasks}; echo checked", ITERATIONS="2", TASKS_PER_ITER="8",
+                        REQUIRE_ALL_ITERATIONS=strict)
+    assert (res.returncode == 0 and "checked" in res.stdout) == ok, res.stderr
+    if lines < 16:
+        assert "15 tasks" in res.stderr and "after 2 iteration(s)" in res.stderr
+
+
+def populate_run(save):
+    os.makedirs(os.path.join(save, "ckpt", "_actor", "global_step2"))
+    os.makedirs(os.path.join(save, "ckpt", "global_step2_hf"))
+    open(os.path.join(save, "ckpt", "global_step2_hf", "config.json"), "w").close()
+    open(os.path.join(save, "config.json"), "w").close()
+    with open(os.path.join(save, "metrics.jsonl"), "w") as f:
+        f.write('{"kl": 0.1}\n{"kl": 0.2}\n')
+    with open(os.path.join(save, "tasks.jsonl"), "w") as f:
+        f.write('{"input": "stale/game"}\n')
+
+
+def test_smoke_dry_run_moves_an_earlier_run_aside(tmp_path):
+    """Finding 2: an earlier run's checkpoints/metrics/tasks.jsonl must not be reused or satisfy the checks."""
+    save = str(tmp_path / "smoke")
+    populate_run(save)
+    cmds = dry_run("smoke.sh", SAVE_PATH=save, TASKS=str(tmp_path / "other_tasks.jsonl"))
+    assert cmds[0][:2] == ["mv", "--"] and cmds[0][2] == save
+    assert cmds[0][3].startswith(save + ".old-")
+    (args,) = train_cmds(cmds)
+    assert args.ckpt.output_dir == save and args.data.prompt_dataset == save + "/tasks.jsonl"  # regenerated there
+    assert os.path.exists(os.path.join(save, "metrics.jsonl"))  # DRY_RUN changes nothing
+    # an empty or missing folder: nothing to move
+    assert dry_run("smoke.sh", SAVE_PATH=str(tmp_path / "new"))[0][:1] != ["mv"]
+
+
+def test_smoke_refuses_a_folder_that_is_not_a_run(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    res = run_script("smoke.sh", SAVE_PATH=str(tmp_path))
+    assert res.returncode == 2 and "not an earlier run's output folder" in res.stderr
+    assert (tmp_path / "notes.txt").exists()
+
+
+FAKE_PYTHON = r"""#!/usr/bin/env bash
+# stands in for the project's python: records each call; generate / tasks write what the scripts check for
+echo "$*" >> "$FAKE_LOG"
+arg() { local want="$1"; shift; while (( $# )); do [[ "$1" == "$want" ]] && { echo "$2"; return; }; shift; done; }
+case "$*" in
+  "-m agents.alfworld generate"*) out="$(arg --out "$@")"; mkdir -p "$out/json_2.1.1/train"
+                                 arg --num-games "$@" > "$out/num_games" ;;
+  "-m gaca_openrlhf.rollout.tasks alfworld"*)
+    data="$(arg --data "$@")"; out="$(arg --out "$@")"; mkdir -p "$(dirname "$out")"
+    for i in $(seq 1 "$(cat "$data/num_games")"); do echo "{\"input\": \"game$i\"}"; done > "$out" ;;
+esac
+exit "${FAKE_EXIT:-0}"
+"""
+
+
+def fake_tools(tmp_path, gpus=8, torch_ok=True):
+    """A bin folder with a fake nvidia-smi listing ``gpus`` GPUs and a fake python (FAKE_PYTHON)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    smi = bin_dir / "nvidia-smi"
+    lines = "".join(f'echo "GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})"\n' for i in range(gpus))
+    smi.write_text("#!/usr/bin/env bash\n" + (lines or 'echo "No devices were found"\n'))
+    py = bin_dir / "python"
+    text = FAKE_PYTHON
+    if not torch_ok:
+        text = text.replace('case "$*" in', 'case "$*" in\n  "-c import torch"*) echo "AssertionError: torch.cuda'
+                            '.is_available() is False" >&2; exit 1 ;;')
+    py.write_text(text)
+    for f in (smi, py):
+        f.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHON": str(py), "FAKE_LOG": str(tmp_path / "calls.log")}
+
+
+def test_smoke_run_starts_from_an_empty_folder_and_regenerates_tasks(tmp_path):
+    """Finding 2, the real (non-dry) path with stand-ins for python and nvidia-smi: the earlier run is moved aside,
+    tasks.jsonl is regenerated from the generated games, the check gets the strict gap limit."""
+    save = str(tmp_path / "smoke")
+    populate_run(save)
+    env = fake_tools(tmp_path)
+    res = run_script("smoke.sh", DRY_RUN="0", SAVE_PATH=save, ALFWORLD_DATA="", GACA_CACHE=str(tmp_path / "cache"),
+                     TASKS=str(tmp_path / "stale_tasks.jsonl"), **env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    old = [p for p in os.listdir(tmp_path) if p.startswith("smoke.old-")]
+    assert len(old) == 1 and os.path.exists(tmp_path / old[0] / "ckpt" / "_actor" / "global_step2")
+    assert sorted(os.listdir(save)) == ["command.sh", "tasks.jsonl", "train.log"]  # nothing of the earlier run
+    tasks = open(os.path.join(save, "tasks.jsonl")).read().splitlines()
+    assert len(tasks) == 16 and "stale" not in "".join(tasks)  # 2 iterations x 8 tasks, from this run's games
+    calls = open(env["FAKE_LOG"]).read().splitlines()
+    assert any("--num-games 16" in c for c in calls)
+    check = [c for c in calls if "smoke_check.py" in c]
+    assert len(check) == 1 and check[0].endswith(f"{save} --iterations 2 --max-logprob-gap 0.1")
+    argv = shlex.split(open(os.path.join(save, "command.sh")).read())
+    assert option(argv, "--gaca.max_logprob_gap") == "0.1" and option(argv, "--gaca.backend") == "gpu"
+
+
+@pytest.mark.parametrize("script", [f"train_{m}_{e}.sh" for m in METHODS for e in ENVS])
+def test_long_runs_tolerate_a_noisy_sync_probe(script):
+    """Finding 3: the long recipes stop only on a grossly broken weight sync (0.5); smoke and rehearsal keep 0.1."""
+    (args,) = train_cmds(dry_run(script, SAVE_PATH="/tmp/out_x"))
+    assert args.gaca.max_logprob_gap == 0.5
+    (args,) = train_cmds(dry_run(script, SAVE_PATH="/tmp/out_x", MAX_LOGPROB_GAP="0.3"))
+    assert args.gaca.max_logprob_gap == 0.3
+
+
+def test_sync_gap_limits_of_the_other_scripts(tmp_path):
+    assert {a.gaca.max_logprob_gap for a in train_cmds(dry_run("run_comparison.sh", OUT_ROOT="/tmp/cmp"))} == {0.5}
+    assert {a.gaca.max_logprob_gap for a in train_cmds(dry_run("ablations_alfworld.sh", EVAL_SEEDS="0"))} == {0.5}
+    (args,) = train_cmds(dry_run("smoke.sh", SAVE_PATH=str(tmp_path / "s")))
+    assert args.gaca.max_logprob_gap == 0.1
+    (args,) = train_cmds(dry_run("smoke.sh", SAVE_PATH=str(tmp_path / "s"), REHEARSAL="1"))
+    assert args.gaca.max_logprob_gap == 0.1
+    (args,) = train_cmds(dry_run("train_gaca_alfworld.sh", REHEARSAL="1", SAVE_PATH="/tmp/reh"))
+    assert args.gaca.max_logprob_gap == 0.1
+    text = open(os.path.join(GPU, "README.md")).read()
+    assert "Weight-sync check" in text and "0.5 for the long recipes" in text
+
+
+def test_gpu_backend_forced_outside_the_rehearsal():
+    """Finding 4: GACA_BACKEND=gpu (and --gaca.backend gpu), whatever the caller's shell says; rehearsal unchanged."""
+    for given in (None, "cpu", "auto"):
+        env = {} if given is None else {"GACA_BACKEND": given}
+        res = source_common("echo $GACA_BACKEND; env | grep ^GACA_BACKEND=", **env)
+        assert res.returncode == 0 and res.stdout.split() == ["gpu", "GACA_BACKEND=gpu"], res.stderr
+    res = source_common("echo $GACA_BACKEND", REHEARSAL="1")
+    assert res.stdout.strip() == "rehearsal"
+    for script in ("train_gaca_alfworld.sh", "train_grpo_webshop.sh", "smoke.sh"):
+        (args,) = train_cmds(dry_run(script, SAVE_PATH="/tmp/out_backend"))
+        assert args.gaca.backend == "gpu"
+
+
+@pytest.mark.parametrize("gpus,torch_ok,n_gpus,error", [
+    (0, True, "8", "lists no GPU"),
+    (4, True, "8", "lists 4 GPU(s), N_GPUS=8"),
+    (8, False, "8", "torch sees no CUDA device"),
+    (8, True, "8", None),
+    (4, True, "4", None),
+])
+def test_gpu_preflight(tmp_path, gpus, torch_ok, n_gpus, error):
+    env = fake_tools(tmp_path, gpus=gpus, torch_ok=torch_ok)
+    res = source_common("echo preflight-ok", DRY_RUN="0", N_GPUS=n_gpus, **env)
+    if error is None:
+        assert res.returncode == 0 and "preflight-ok" in res.stdout, res.stderr
+    else:
+        assert res.returncode == 1 and "preflight-ok" not in res.stdout
+        assert "GPU preflight" in res.stderr and error in res.stderr, res.stderr
+    # skipped by DRY_RUN, REHEARSAL and GPU_PREFLIGHT=0
+    for skip in ({"DRY_RUN": "1"}, {"DRY_RUN": "0", "REHEARSAL": "1", "MODEL": "/m"}, {"DRY_RUN": "0", "GPU_PREFLIGHT": "0"}):
+        res = source_common("echo preflight-ok", N_GPUS=n_gpus, **{**env, **skip})
+        assert res.returncode == 0 and "preflight-ok" in res.stdout, (skip, res.stderr)
+
+
+def test_gpu_preflight_without_nvidia_smi(tmp_path):
+    env = fake_tools(tmp_path)
+    (tmp_path / "bin" / "nvidia-smi").write_text(
+        "#!/usr/bin/env bash\necho \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver\"\n"
+        "exit 9\n")
+    res = source_common("echo preflight-ok", DRY_RUN="0", **env)
+    assert res.returncode == 1 and "'nvidia-smi -L' failed" in res.stderr and "NVIDIA driver" in res.stderr
+
+
+def test_relative_paths_become_absolute(tmp_path):
+    """Finding 6: Ray workers do not run in the driver's working directory: every path in the command is absolute,
+    relative ones taken from the directory the script was started from."""
+    (tmp_path / "models" / "mine").mkdir(parents=True)
+    (args,) = train_cmds(dry_run("train_gaca_alfworld.sh", cwd=str(tmp_path), SAVE_PATH="runs/a",
+                                 ALFWORLD_DATA="./data/alf", TASKS="t/tasks.jsonl", MODEL="models/mine"))
+    assert args.ckpt.output_dir == f"{tmp_path}/runs/a" and args.ckpt.path == f"{tmp_path}/runs/a/ckpt"
+    assert args.data.prompt_dataset == f"{tmp_path}/t/tasks.jsonl"
+    assert json.loads(args.env.kwargs)["data_dir"] == f"{tmp_path}/data/alf"
+    assert args.actor.model_name_or_path == f"{tmp_path}/models/mine"
+    # a Hugging Face name stays; the default output folder is the repository's outputs/, absolute
+    (args,) = train_cmds(dry_run("train_gaca_webshop.sh", cwd=str(tmp_path), MODEL="Qwen/Qwen2.5-1.5B-Instruct"))
+    assert args.actor.model_name_or_path == "Qwen/Qwen2.5-1.5B-Instruct"
+    assert args.ckpt.output_dir == f"{ROOT}/outputs/gaca_webshop"
+    # the scripts that call the training scripts pass the same base on
+    cmds = dry_run("run_comparison.sh", cwd=str(tmp_path), OUT_ROOT="cmp", ALFWORLD_DATA="data/alf", METHODS="gaca",
+                   SEEDS="0", EVAL_SEEDS="0")
+    (args,) = train_cmds(cmds)
+    assert args.ckpt.output_dir == f"{tmp_path}/cmp/gaca_seed0"
+    assert json.loads(args.env.kwargs)["data_dir"] == f"{tmp_path}/data/alf"
+    for c in cmds:
+        for opt in ("--out", "--data", "--model", "--panel"):
+            if opt in c:
+                assert option(c, opt).startswith("/"), c
+    (args,) = train_cmds(dry_run("smoke.sh", cwd=str(tmp_path), SAVE_PATH="smk"))
+    assert args.ckpt.output_dir == f"{tmp_path}/smk"

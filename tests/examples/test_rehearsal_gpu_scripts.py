@@ -29,13 +29,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 GPU = os.path.join(ROOT, "examples", "gpu")
 N_GPUS = 2
 MINI_BATCH_STEPS = 4  # the rehearsal default (examples/gpu/_common.sh): several updates per iteration
-MAX_LOGPROB_GAP = 0.1  # --gaca.max_logprob_gap's default
+MAX_LOGPROB_GAP = 0.1  # the rehearsal's --gaca.max_logprob_gap (examples/gpu/_common.sh; long GPU runs: 0.5)
 
 
 def rehearse(script: str, save: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     for k in ("MODEL", "DRY_RUN", "WEBSHOP_URL", "ALFWORLD_DATA", "MINI_BATCH_STEPS", "MICRO_BATCH", "ITERATIONS",
-              "TASKS_PER_ITER", "ROLLOUTS", "GACA_BACKEND", "LR", "MAX_STEPS", "SAVE_STEPS"):
+              "TASKS_PER_ITER", "ROLLOUTS", "GACA_BACKEND", "LR", "MAX_STEPS", "SAVE_STEPS", "MAX_LOGPROB_GAP",
+              "TASKS", "SEED", "GACA_CALLER_PWD", "REQUIRE_ALL_ITERATIONS"):
         env.pop(k, None)  # the rehearsal's own defaults, whatever the caller's shell has
     env.update(REHEARSAL="1", N_GPUS=str(N_GPUS), SAVE_PATH=save)
     return subprocess.run(["bash", os.path.join(GPU, script)], cwd=ROOT, env=env, capture_output=True, text=True,
