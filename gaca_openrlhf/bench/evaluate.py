@@ -11,7 +11,8 @@ engine serves them (the engine's own seed is unused). On 2 CPU cores an engine s
 smoke run's evaluation time.
 
 ``--extra-panel NAME=PANEL`` (repeatable) evaluates further panels with the same engine and seeds and writes them to
-``DIR/NAME/seed<S>.json`` (the quickstart's validation and unseen test panels).
+``DIR/NAME/seed<S>.json`` (the quickstart's validation and unseen test panels; for WebShop a goal split, cut to
+``--num-tasks`` like the main panel).
 """
 from __future__ import annotations
 
@@ -58,7 +59,10 @@ def main(argv=None) -> int:
     for name, arg in panels:
         try:
             resolved.append((name, arg, resolve_panel(args.env, arg, data_root=args.data, panel_dir=args.panel_dir,
-                                                      num_tasks=None if name else args.num_tasks)))
+                                                      # ALFWorld's extra panels are files (all their games);
+                                                      # WebShop's are goal splits, cut to the main panel's size
+                                                      num_tasks=None if name and args.env == "alfworld"
+                                                      else args.num_tasks)))
         except PanelError as e:
             ev._die(str(e))
     env_kwargs = ev.env_config(args)

@@ -80,6 +80,9 @@ class QuickstartConfig:
     heldout_games: int = 128  # test panel: valid_seen games (the paper's in-distribution panel size)
     unseen_games: int = 64  # test panel: valid_unseen games (ALFRED's unseen floor plans); 0 = none
     val_games: int = 64  # validation panel (valid_seen, own generator seed): every choice of a default is made here
+    # learning curve on the validation panel: RL saves an HF checkpoint every N iterations and each is evaluated on
+    # the validation panel after the run (the final model is evaluated on every panel anyway); 0 = final model only
+    val_every: int = 4
     data_seed: int = 0
     webshop_products: int = 1000
     webshop_data: str = ""  # WebShop's data folder (default $WEBSHOP_DATA)
@@ -141,7 +144,7 @@ PRESETS = {
     "smoke": QuickstartConfig(train_games=4, heldout_games=3, unseen_games=2, val_games=2, max_receptacles=3, max_distractor_types=2,
                               model_size="smoke", sft_epochs=2.0,
                               max_steps=6, max_new_tokens=40, rl_iterations=2, rl_tasks_per_iter=2, rl_n=2,
-                              rl_mini_batch_steps=8, num_envs=3),
+                              rl_mini_batch_steps=8, num_envs=3, val_every=1),
 }
 COMPARE_SEEDS = (0, 1, 2, 3, 4)  # issue 24: at least 5 training seeds per method
 #: the validation panel's generator seed is this plus --data-seed (train and test panels use --data-seed)
@@ -424,7 +427,9 @@ def phase_data_webshop(cfg: QuickstartConfig, st: State, out: Path, con: Console
     n_train = max(cfg.train_games, cfg.rl_tasks_per_iter)
     write_tasks([f"train:{i}" for i in range(n_train)], str(out / "data" / "train_tasks.jsonl"))
     st.train_tasks = str(out / "data" / "train_tasks.jsonl")
-    st.panel = "test"
+    st.panel = "test"  # test panel: the first --heldout-games goals of upstream's test split (goals 0-499)
+    # validation panel: as many goals of upstream's eval split (goals 500-1499); choices are made there
+    st.extra_panels = {"val": "eval"} if cfg.val_games > 0 else {}
     st.catalog_generated = bool(health.get("generated"))
     return f"server {url}: {health.get('products')} products ({'generated' if health.get('generated') else 'real'} catalog)"
 
@@ -473,10 +478,12 @@ def _eval_cmd(cfg: QuickstartConfig, st: State, model: str, out_dir: Path, seeds
         # the quickstart model has 4096 positions: prompt budget = 4096 - response budget
         cmd += ["--panel", "test", "--num-tasks", str(cfg.heldout_games), "--webshop-url", st.webshop_url,
                 "--prompt-max-len", str(4096 - cfg.max_new_tokens)]
+        cmd += [f"--extra-panel={name}={split}" for name, split in sorted(st.extra_panels.items())]
     return cmd
 
 
-def reusable_eval(cfg: QuickstartConfig, out_dir: Path, model: str, seeds, extra_panels=None) -> bool:
+def reusable_eval(cfg: QuickstartConfig, out_dir: Path, model: str, seeds, extra_panels=None,
+                  panel_arg: str | None = None) -> bool:
     """``--resume``: every seed's result is in ``out_dir``, written after ``model`` was, with this run's settings."""
     model_file = Path(model) / "config.json"
     if not model_file.is_file():
@@ -484,7 +491,7 @@ def reusable_eval(cfg: QuickstartConfig, out_dir: Path, model: str, seeds, extra
     want = {"model": model, "env": cfg.env, "temperature": cfg.eval_temperature, "max_steps": cfg.max_steps,
             "max_tokens": cfg.max_new_tokens, "num_tasks": cfg.heldout_games, "episodes_per_task": 1}
     extra_panels = extra_panels or {}
-    files = [(out_dir / f"seed{seed}.json", seed, None) for seed in seeds]
+    files = [(out_dir / f"seed{seed}.json", seed, panel_arg) for seed in seeds]
     files += [(out_dir / name / f"seed{seed}.json", seed, path) for name, path in sorted(extra_panels.items())
               for seed in seeds]
     for f, seed, panel_arg in files:
@@ -508,7 +515,7 @@ def phase_eval(cfg: QuickstartConfig, st: State, out: Path, con: Console, label:
 
     seeds = tuple(seeds or cfg.eval_seeds)
     out_dir = out / "eval" / label
-    extra_panels = st.extra_panels if cfg.env == "alfworld" else {}
+    extra_panels = st.extra_panels
     reused = st.resume and reusable_eval(cfg, out_dir, model, seeds, extra_panels)
     if reused:
         st.note_reused(f"eval-{label}", out_dir)
@@ -517,11 +524,36 @@ def phase_eval(cfg: QuickstartConfig, st: State, out: Path, con: Console, label:
         run_logged(_eval_cmd(cfg, st, model, out_dir, seeds), con.log_dir / f"eval-{label}.log", env=_env())
         (out_dir / WALL_TIME_FILE).write_text(f"{time.time() - start:.1f}\n")
     st.evals[label] = str(out_dir)
+    curve = val_curve(cfg, st, con, label, out_dir) if label in st.runs and "val" in extra_panels else ""
     m, sd, _ = seed_stats(load_eval_dir(out_dir))
     more = "".join(f"; {name} {100 * seed_stats(load_eval_dir(out_dir / name))[0]:.1f} %"
                    for name in sorted(extra_panels))
-    return (f"test success {100 * m:.1f} +- {100 * sd:.1f} % over seeds {','.join(map(str, seeds))}" + more
+    return (f"test success {100 * m:.1f} +- {100 * sd:.1f} % over seeds {','.join(map(str, seeds))}" + more + curve
             + ("; reused (--resume)" if reused else ""))
+
+
+def val_curve(cfg: QuickstartConfig, st: State, con: Console, label: str, out_dir: Path) -> str:
+    """Evaluate the run's intermediate HF checkpoints (``ckpt/global_step<N>_hf``) on the validation panel into
+    ``out_dir/val_curve/step<N>/``; returns a status fragment. Reused under --resume like any evaluation."""
+    import re
+
+    from gaca_openrlhf.bench.report import load_eval_dir, seed_stats
+
+    steps = []
+    for ckpt in Path(st.runs[label], "ckpt").glob("global_step*_hf"):
+        m = re.fullmatch(r"global_step(\d+)_hf", ckpt.name)
+        if m and int(m.group(1)) < cfg.rl_iterations and (ckpt / "config.json").is_file():
+            steps.append((int(m.group(1)), ckpt))
+    parts = []
+    for step, ckpt in sorted(steps):
+        dest = out_dir / "val_curve" / f"step{step}"
+        panel = {"": st.extra_panels["val"]}
+        if not (st.resume and reusable_eval(cfg, dest, str(ckpt), cfg.eval_seeds, {}, panel_arg=panel[""])):
+            cmd = _eval_cmd(cfg, replace(st, panel=st.extra_panels["val"], extra_panels={}), str(ckpt), dest,
+                            cfg.eval_seeds)
+            run_logged(cmd, con.log_dir / f"eval-{label}-val-step{step}.log", env=_env())
+        parts.append(f"{step}: {100 * seed_stats(load_eval_dir(dest))[0]:.1f}")
+    return f"; validation curve {', '.join(parts)} %" if parts else ""
 
 
 def rl_command(cfg: QuickstartConfig, st: State, run_dir: Path, method: str, seed: int) -> list[str]:
@@ -540,8 +572,13 @@ def rl_command(cfg: QuickstartConfig, st: State, run_dir: Path, method: str, see
         "--actor.adam.lr", str(cfg.rl_lr), "--actor.lr_warmup_ratio", "0", "--ds.zero_stage", "2",
         "--ds.attn_implementation", "sdpa", "--gaca.max_iterations", str(cfg.rl_iterations),
         "--env.name", cfg.env, "--env.max_steps", str(cfg.max_steps), "--env.validity", cfg.rl_validity,
-        "--ckpt.output_dir", str(run_dir), "--ckpt.path", str(run_dir / "ckpt"), "--ckpt.save_steps", "-1",
+        "--ckpt.output_dir", str(run_dir), "--ckpt.path", str(run_dir / "ckpt"),
     ]
+    if cfg.val_every > 0 and cfg.val_games > 0:  # HF checkpoints for the validation curve (no DeepSpeed states)
+        cmd += ["--ckpt.save_steps", str(cfg.val_every), "--ckpt.save_hf", "--ckpt.disable_ds", "--ckpt.max_num",
+                "1000"]
+    else:
+        cmd += ["--ckpt.save_steps", "-1"]
     if cfg.rl_kl_coef > 0:
         cmd += ["--algo.kl.use_loss", "--algo.kl.estimator", cfg.rl_kl_estimator]
     if cfg.env == "alfworld":

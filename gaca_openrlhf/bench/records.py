@@ -8,7 +8,8 @@ from a quickstart output folder and can read back without it:
     results/<name>/metrics/<label>.jsonl       the RL run's metrics.jsonl (one record per iteration)
 
 ``<label>`` is ``warm_start`` or ``<method>_seed<training seed>``; ``<panel>`` is ``test`` (valid_seen),
-``test_unseen`` (valid_unseen) or ``val`` (the validation panel).
+``test_unseen`` (valid_unseen), ``val`` (the validation panel, final model) or ``val_step<N>`` (the validation panel
+after N RL iterations: the learning curve).
 
     python -m gaca_openrlhf.bench.records collect OUT_DIR results/NAME --what "one line"
     python -m gaca_openrlhf.bench.records render [--write]   # README tables from results/ (--write: update README)
@@ -71,6 +72,8 @@ def collect(out_dir, dest, what: str = "") -> dict:
     for label in labels:
         ev = out_dir / "eval" / label
         panels = {"test": ev, **{p: ev / p for p, _ in PANELS[1:] if (ev / p).is_dir()}}
+        # the validation curve: intermediate checkpoints on the validation panel (quickstart --val-every)
+        panels.update({f"val_step{d.name[4:]}": d for d in sorted((ev / "val_curve").glob("step*")) if d.is_dir()})
         for panel, folder in panels.items():
             eps = _episodes(folder)
             if eps:
@@ -192,6 +195,7 @@ def render_record(rec_dir) -> str:
                       f"{title} {difference(mats_by_panel[p][1][a], mats_by_panel[p][1][b]).fmt()}"
                       for p, title in panels if a in mats_by_panel[p][1] and b in mats_by_panel[p][1])
                       for a, b in pairs) + "."]
+    lines += val_curve_lines(rec_dir, rec.get("config", {}).get("rl_iterations"))
     walls = [v.get("rl_wall_s") for v in rec.get("runs", {}).values() if v.get("rl_wall_s")]
     evals = [v.get("eval_wall_s") for v in rec.get("runs", {}).values() if v.get("eval_wall_s")]
     if walls or evals:
@@ -200,6 +204,40 @@ def render_record(rec_dir) -> str:
                   f"{sum(evals) / 60:.0f} min; {rec.get('cpus')} CPU cores." if walls else
                   f"Compute: {len(evals)} evaluations, {sum(evals) / 60:.0f} min; {rec.get('cpus')} CPU cores."]
     return "\n".join(lines)
+
+
+def val_curve_lines(rec_dir: Path, final_iteration) -> list[str]:
+    """Validation success per method after 0 (warm start), N, ... RL iterations: mean over training seeds and the
+    panel's games with the 95 % interval; only seeds evaluated at every listed iteration enter a method's row."""
+    from gaca_openrlhf.report.stats import interval, success_matrix
+
+    ep_root = rec_dir / "episodes"
+    steps = sorted({int(f.stem[8:]) for f in ep_root.glob("*/val_step*.jsonl")})
+    warm = ep_root / "warm_start" / "val.jsonl"
+    if not steps or not warm.is_file():
+        return []
+    _, games = success_matrix({0: _read_jsonl(warm)})
+    cols = steps + ([int(final_iteration)] if final_iteration else [])
+    rows = []
+    by_method: dict = {}
+    for d in sorted(ep_root.iterdir()):
+        if d.name != "warm_start":
+            method, seed = d.name.rsplit("_seed", 1)
+            files = [d / f"val_step{s}.jsonl" for s in steps] + [d / "val.jsonl"]
+            if all(f.is_file() for f in files):
+                by_method.setdefault(method, []).append(files)
+    warm_cell = interval(success_matrix({0: _read_jsonl(warm)}, games)[0]).fmt_level()
+    for m in _order(by_method):
+        runs = by_method[m]
+        cells = [interval(success_matrix({i: _read_jsonl(r[k]) for i, r in enumerate(runs)}, games)[0]).fmt_level()
+                 for k in range(len(cols))]
+        rows.append(f"| {m.upper()} | {len(runs)} | {warm_cell} | " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    return ["", f"Validation panel ({len(games)} games) during RL: success % [95% CI] after N iterations "
+            "(0 = warm start):", "",
+            "| | training seeds | 0 | " + " | ".join(map(str, cols)) + " |",
+            "|---|---|---|" + "---|" * len(cols), *rows]
 
 
 MARK = re.compile(r"(<!-- results:([\w.-]+) -->\n)(.*?)(<!-- /results:\2 -->)", re.S)

@@ -206,3 +206,35 @@ def test_rl_env_backend_micro_batch_and_validity_reach_train_ppo(tmp_path):
                 ["--rl-micro-batch", "3", "--rl-mini-batch-steps", "32"], ["--rl-micro-batch", "0"]):
         with pytest.raises(SystemExit):
             cfg_of(*bad)
+
+
+def test_eval_command_evaluates_the_validation_and_unseen_panels_with_the_test_panel(tmp_path):
+    """One engine, every panel: the extra panels reach the evaluator, whose parser accepts them."""
+    st = state_in(tmp_path)
+    st.panel, st.extra_panels = "test.json", {"val": "/abs/val.json", "test_unseen": "/abs/unseen.json"}
+    cmd = _eval_cmd(cfg_of(), st, "m", tmp_path / "ev", (0,))
+    assert "--extra-panel=val=/abs/val.json" in cmd and "--extra-panel=test_unseen=/abs/unseen.json" in cmd
+    ws = state_in(tmp_path)
+    ws.webshop_url, ws.extra_panels = "http://x", {"val": "eval"}  # WebShop: upstream's eval split validates
+    cmd = _eval_cmd(cfg_of("--env", "webshop"), ws, "m", tmp_path / "ev", (0,))
+    assert "--extra-panel=val=eval" in cmd and cmd[cmd.index("--panel") + 1] == "test"
+
+
+def test_resume_reuses_an_evaluation_only_when_every_panel_is_there(tmp_path):
+    from gaca_openrlhf.bench.quickstart import reusable_eval
+
+    cfg = cfg_of()
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    out = tmp_path / "ev"
+    want = {"model": str(model), "env": "alfworld", "temperature": cfg.eval_temperature, "max_steps": cfg.max_steps,
+            "max_tokens": cfg.max_new_tokens, "episodes_per_task": 1, "seed": 0}
+    (out / "val").mkdir(parents=True)
+    (out / "seed0.json").write_text(json.dumps({"config": {**want, "num_tasks": cfg.heldout_games}}))
+    extra = {"val": "/abs/val.json"}
+    assert reusable_eval(cfg, out, str(model), (0,)) and not reusable_eval(cfg, out, str(model), (0,), extra)
+    (out / "val" / "seed0.json").write_text(json.dumps({"config": {**want, "panel_arg": "/abs/other.json"}}))
+    assert not reusable_eval(cfg, out, str(model), (0,), extra)  # another validation panel
+    (out / "val" / "seed0.json").write_text(json.dumps({"config": {**want, "panel_arg": "/abs/val.json"}}))
+    assert reusable_eval(cfg, out, str(model), (0,), extra)

@@ -40,6 +40,9 @@ def _fake_out(tmp_path: Path) -> Path:
     for label, w in wins.items():
         _eval(out / "eval" / label, dict(zip(games, map(bool, w))))
         _eval(out / "eval" / label / "test_unseen", dict(zip(games[:4], map(bool, w[4:]))))
+        _eval(out / "eval" / label / "val", dict(zip(games[:2], map(bool, w[:2]))))
+        if label != "warm_start":  # the validation curve: iteration 4 of 8, every run won nothing there
+            _eval(out / "eval" / label / "val_curve" / "step4", dict(zip(games[:2], [False, False])))
         if label != "warm_start":
             run = out / "runs" / label
             run.mkdir(parents=True)
@@ -57,6 +60,7 @@ def test_collect_keeps_per_episode_outcomes_and_metrics(tmp_path):
     assert [e["won"] for e in eps] == [True, True, False, True, True, True, True, False]
     assert "actions" not in eps[0]  # records stay small
     assert (dest / "episodes" / "gaca_seed1" / "test_unseen.jsonl").is_file()
+    assert (dest / "episodes" / "gaca_seed1" / "val_step4.jsonl").is_file()
     assert (dest / "metrics" / "grpo_seed0.jsonl").is_file() and rec["runs"]["grpo_seed0"]["seed"] == 0
     assert rec["runs"]["gaca_seed0"]["rl_wall_s"] == 600.0 and rec["git_commit"] == "abc1234"
 
@@ -72,6 +76,9 @@ def test_rendered_table_matches_numbers_recomputed_from_the_episodes(tmp_path):
     assert gain.fmt() in text
     assert "GACA - GRPO" in text and "generated ALFWorld games" in text and "15-step cap" in text
     assert "reward shaping" in text  # the admissible rule is named for what it is
+    # validation curve: warm start 1/2, iteration 4: 0/2 for every run, iteration 8 (final): GRPO 2/2 and 1/2
+    assert "| | training seeds | 0 | 4 | 8 |" in text
+    assert "| GRPO | 2 | 50.0 [0.0, 100.0] | 0.0 [0.0, 0.0] | 75.0 [" in text
 
 
 def test_readme_render_replaces_marked_blocks_and_check_fails_on_disagreement(tmp_path):
