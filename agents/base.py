@@ -1,6 +1,6 @@
 """The environment interface the agent rollout function is generic over.
 
-An environment contributes three things (DESIGN.md section 5): an adapter with ``reset``/``step``
+An environment contributes three things (docs/design.md §2.4): an adapter with ``reset``/``step``
 (this protocol), a prompt template (see :mod:`agents.prompts`) and its success metrics (``EnvStep.info``).
 Adding a third environment touches ``agents/<env>/`` and one line in :data:`agents.registry.ENVIRONMENTS`.
 """

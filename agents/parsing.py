@@ -1,4 +1,4 @@
-"""Action projection shared by every environment (DESIGN.md section 2): verl-agent's rules, reproduced exactly.
+"""Action projection shared by every environment (docs/design.md §2.3): verl-agent's rules, reproduced exactly.
 
 The model answers ``<think>...</think><action>...</action>``. verl-agent's projection
 (``env_package/{alfworld,webshop}/projection.py``) reads a response like this:

@@ -1,4 +1,4 @@
-"""Step prompts with a short memory of the last k (observation, action) pairs (DESIGN.md section 2).
+"""Step prompts with a short memory of the last k (observation, action) pairs (docs/design.md §2.3).
 
 The rules are verl-agent's (``agent_system/environments/env_manager.py`` + ``agent_system/memory/memory.py``), so
 a model trained here sees byte for byte what it would see there:

@@ -5,7 +5,7 @@
 One adapter for real ALFWorld data (``$ALFWORLD_DATA``) and generated games: both are ``game.tw-pddl`` files
 played by TextWorld's PDDL engine with ALFWorld's demangler/infos wrappers (:mod:`agents.alfworld.engine`).
 
-Episode contract (DESIGN.md section 5):
+Episode contract (docs/design.md §2.4):
 
 - ``reset(task)`` -> ``(task_text, EnvStep)``. ``task`` is a game id relative to the data root
   (``json_2.1.1/<split>/<dir>/<trial>``, with or without ``/game.tw-pddl``) or a path. The first observation is

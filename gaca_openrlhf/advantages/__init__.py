@@ -2,7 +2,7 @@
 published peers HGPO (verl-agent's recipe, :mod:`.hgpo`) and EMPG (arXiv 2509.09265); GiGPO's similarity grouping
 of anchor texts (:mod:`.similarity`) is an option of every anchor-based estimator.
 
-Pure PyTorch (no Ray, vLLM or DeepSpeed), vectorized over the whole batch. DESIGN.md section 3 defines each rule;
+Pure PyTorch (no Ray, vLLM or DeepSpeed), vectorized over the whole batch. docs/design.md §3 defines each rule;
 comments cite them as "rule N".
 
     from gaca_openrlhf.advantages import AdvantageConfig, StepBatch, compute_advantages

@@ -12,7 +12,7 @@ _MAX_LISTED = 10  # offending sample indices named in an error message
 
 @dataclass
 class StepBatch:
-    """One training batch of environment-step samples (DESIGN.md section 2), all 1-D tensors of length N.
+    """One training batch of environment-step samples (docs/design.md §2.1), all 1-D tensors of length N.
 
     Rows may come in any order (rollout order, shuffled, ...): the estimators are equivariant to permutations of the
     samples. A trajectory is identified by the pair (group_id, traj_id), so traj ids only need to be unique within

@@ -1,4 +1,4 @@
-"""Typed configuration of the step-level advantage estimators (DESIGN.md section 3).
+"""Typed configuration of the step-level advantage estimators (docs/design.md §3).
 
 Every field documents itself through ``field(metadata={"help": ...})`` so that a CLI (``--gaca.*``) can build its
 options and help text from this one place (see :func:`AdvantageConfig.help`).

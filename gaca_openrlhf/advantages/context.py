@@ -1,4 +1,4 @@
-"""StepContext: the shared, lazily computed building blocks (rules 1-6 of DESIGN.md section 3) of every estimator.
+"""StepContext: the shared, lazily computed building blocks (docs/design.md §3 rules 1-6) of every estimator.
 
 An estimator is a pure function ``(ctx, cfg) -> AdvantageResult``; it pulls the parts it needs from ``ctx``
 (episode advantage, step advantage under a singleton rule, criticality, ...). Each part is computed once per batch,

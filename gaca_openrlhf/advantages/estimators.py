@@ -1,4 +1,4 @@
-"""The registered estimators (DESIGN.md section 3, rule 7; HGPO and EMPG as their public definitions). Each is a
+"""The registered estimators (docs/design.md §3 rule 7; HGPO and EMPG as their public definitions, §3.1-3.2). Each is a
 pure function of the batch and the config.
 
 Notation: A^E = episode advantage (rule 3), A^S = step (anchor-state) advantage (rule 4), c = criticality (rule 5),

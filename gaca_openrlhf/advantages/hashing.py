@@ -1,4 +1,4 @@
-"""Anchor hashing: raw environment observation -> stable 64-bit id (DESIGN.md section 2).
+"""Anchor hashing: raw environment observation -> stable 64-bit id (docs/design.md §2.2).
 
 Stable across processes and machines (unlike Python's salted ``hash``): BLAKE2b with an 8-byte digest, read as a
 signed int64 so that it fits a torch.int64 tensor. Anchor groups compare ids, i.e. exact text equality up to a

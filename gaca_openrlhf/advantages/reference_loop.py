@@ -1,4 +1,4 @@
-"""Plain-Python loop implementation of DESIGN.md section 3 -- an independent oracle, not for training.
+"""Plain-Python loop implementation of docs/design.md §3 -- an independent oracle, not for training.
 
 Written the obvious way (dicts of lists, one sample at a time, ``math`` only) so that it can be read against the
 rules line by line. Tests compare the vectorized estimators to it on random batches; ``--time`` and

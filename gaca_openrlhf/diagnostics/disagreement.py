@@ -1,6 +1,6 @@
 """Within-trajectory action-disagreement test (GACA paper, appendix H) on a frozen checkpoint.
 
-Question: does criticality (the step's rollout NLL relative to its trajectory, DESIGN rule 5) mark states where the
+Question: does criticality (a step's rollout NLL over its trajectory's, docs/design.md §3 rule 5) mark states where the
 policy itself is undecided? Protocol:
 1. run the frozen policy on a panel of tasks (``episodes_per_task`` episodes each, training temperature, fixed
    seeds) with the evaluation loop (:func:`gaca_openrlhf.eval.runner.run_episodes`: the training rollout's prompts,

@@ -3,7 +3,7 @@
 ``compute_advantages_and_returns`` runs once per iteration over all step samples: it rebuilds the
 :class:`~gaca_openrlhf.advantages.StepBatch` from the numeric metadata in ``Experience.info`` (criticality from the
 rollout's own log-probs: ``gaca/nll``, no extra forward pass), calls the pure estimator module and broadcasts the
-per-step scalar to the response tokens: ``advantages = A[:, None] * action_mask`` (DESIGN.md rule 8).
+per-step scalar to the response tokens: ``advantages = A[:, None] * action_mask`` (docs/design.md §3 rule 8).
 Padding copies (``gaca/dup_of >= 0``, see :mod:`.minibatch`) get a zero action mask here, after the log-prob pass:
 they are masked out of the policy, KL and entropy losses and not counted in their token/sample normalization
 (OpenRLHF treats a sample whose action mask is all zero as empty).

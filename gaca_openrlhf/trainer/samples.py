@@ -1,4 +1,4 @@
-"""Episodes -> one OpenRLHF ``Experience`` per environment step (DESIGN.md sections 2 and 4).
+"""Episodes -> one OpenRLHF ``Experience`` per environment step (docs/design.md §2.1 and §4).
 
 :class:`StepSamplesGenerator` replaces OpenRLHF's ``SamplesGenerator`` batching: every step of every episode of the
 iteration's tasks becomes a sample of *this* iteration (the base class slices its buffer to

@@ -1,4 +1,4 @@
-"""Hand-computed small cases, one per rule of DESIGN.md section 3, plus robustness and API checks."""
+"""Hand-computed small cases, one per rule of docs/design.md section 3, plus robustness and API checks."""
 
 import math
 

@@ -73,25 +73,32 @@ def test_init_wires_the_step_pieces(monkeypatch, tmp_path):
         gaca=ns(mini_batch_steps=8, updates_per_iteration=0, dump_dir="/dump", metrics_dir=None, max_iterations=0,
                 alpha=0.3),
         algo=ns(advantage=ns(estimator="gaca")),
-        train=ns(micro_batch_size=2, batch_size=8, num_episodes=2),
+        train=ns(micro_batch_size=2, batch_size=8, num_episodes=2, seed=7),
         actor=ns(num_nodes=1, num_gpus_per_node=2), ds=ns(ring_attn_size=1, tensor_parallel_size=1),
         rollout=ns(batch_size=4, n_samples_per_prompt=2),
         env=ns(max_failed_frac=0.25, max_failed_iters=5), ckpt=ns(output_dir=str(tmp_path / "out")))
-    t = GacaPPOTrainer("/m", "strat", "actor", "critic", "reward", "ref", ["e"], temperature=0.5)
-    assert made["base"] == ("/m", "strat", "actor", "critic", "reward", "ref", ["e"], {"temperature": 0.5})
+    strat = ns(args=args)
+    torch.manual_seed(12345)
+    t = GacaPPOTrainer("/m", strat, "actor", "critic", "reward", "ref", ["e"], temperature=0.5)
+    # the driver is seeded from --train.seed before the base class builds the prompt loader (its shuffle draws
+    # from torch's global generator there): unseeded, two runs of one seed trained on tasks in different orders
+    drawn = torch.randint(0, 2**31, (3,))
+    torch.manual_seed(7)
+    assert torch.equal(drawn, torch.randint(0, 2**31, (3,)))
+    assert made["base"] == ("/m", strat, "actor", "critic", "reward", "ref", ["e"], {"temperature": 0.5})
     gen = made["gen"]
-    assert gen["strategy"] == "strat" and gen["prompts_dataloader"] == list(range(10))
+    assert gen["strategy"] is strat and gen["prompts_dataloader"] == list(range(10))
     assert gen["eval_dataloader"] == "eval-dl" and gen["tokenizer"] == "tok" and gen["vllm_engines"] == ["e"]
     assert gen["max_failed_frac"] == 0.25 and gen["max_failed_iters"] == 5
     assert gen["plan_fn"] is t.plan_fn and t.plan_fn(10).padded == 16  # mini-batches of 8 over 2 ranks x 2
     a, kw = made["maker"]
-    assert a == ("actor", "critic", "reward", "ref", "klctl", "strat", "tok")
+    assert a == ("actor", "critic", "reward", "ref", "klctl", strat, "tok")
     assert kw["adv_config"].estimator == "gaca" and kw["adv_config"].alpha == 0.3 and kw["dump_dir"] == "/dump"
     assert t.max_steps == 6  # ceil(10 prompts / 4) x 2 episodes
     assert made["metrics"] == str(tmp_path / "out") and t._probe is None and t._last_gap == {}
     made.clear()
     args.gaca.metrics_dir, args.algo.advantage.estimator = "/metrics", "group_norm"
-    GacaPPOTrainer("/m", "strat", "actor", "critic", "reward", "ref", ["e"])
+    GacaPPOTrainer("/m", strat, "actor", "critic", "reward", "ref", ["e"])
     assert made["metrics"] == "/metrics" and made["maker"][1]["adv_config"] is None
 
 
@@ -222,7 +229,7 @@ def _probe_trainer(log, handlers=3, dup=1, sleep=False):
         return [x for r in refs for x in r]
 
     group = ns(async_run_method_batch=run_batch, duplicate_actors=dup, _actor_handlers=list(range(handlers)))
-    return bare(args=ns(vllm=ns(enable_sleep=sleep), rollout=ns(temperature=0.7)), vllm_engines=engines,
+    return bare(args=ns(vllm=ns(enable_sleep=sleep), rollout=ns(temperature=0.7), train=ns(seed=5)), vllm_engines=engines,
                 actor_model_group=group, experience_maker=ns(_flatten_results=flatten))
 
 
@@ -244,6 +251,15 @@ def test_probe_logprob_gap_by_hand(fake_ray):
     assert [(g[0], g[1]) for g in gens] == [("e0", [1, 2, 3]), ("e1", [4, 5]), ("e0", [6, 7, 8, 9])]
     p = gens[0][2]
     assert (p.temperature, p.top_p, p.max_tokens, p.logprobs, p.min_tokens) == (0.7, 1.0, 16, 1, 1)
+    # same seed, same run: every probe request carries its own seed (run seed, probe round, prompt index), so the
+    # probe samples the same tokens in every run of the seed; the next round draws new ones
+    seeds = [g[2].seed for g in gens]
+    assert len(set(seeds)) == 3 and all(isinstance(x, int) for x in seeds)
+    t2 = _probe_trainer(log2 := [])
+    t2.probe_logprob_gap([[1, 2, 3], [4, 5], [6, 7, 8, 9]])
+    assert [g[2].seed for g in log2 if g[0] in ("e0", "e1")] == seeds
+    t2.probe_logprob_gap([[1, 2, 3]])
+    assert [g[2].seed for g in log2 if g[0] in ("e0", "e1")][-1] not in seeds
     (_, method, seqs, masks, attn), = [e for e in log if e[0] == "batch"]
     assert method == "forward"
     assert [s.tolist() for s in seqs] == [[[1, 2, 3, 10, 11]], [[6, 7, 8, 9, 12]], [[1, 2, 3, 10, 11]]]
