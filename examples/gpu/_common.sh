@@ -162,6 +162,13 @@ common_args() {
     --ckpt.output_dir "$SAVE_PATH" --ckpt.path "$SAVE_PATH/ckpt" --ckpt.save_steps "$SAVE_STEPS" --ckpt.save_hf
     --ckpt.max_num 2 --logger.logging_steps 1
   )
+  # RESUME=1: continue from the last DeepSpeed checkpoint under $SAVE_PATH/ckpt (iteration, LR schedule, optimizer
+  # state, data position); metrics.jsonl keeps the records up to that checkpoint and moves later ones aside
+  # (gaca_openrlhf/trainer/metrics.py). Without it a run starts at iteration 1 and an earlier metrics.jsonl in
+  # $SAVE_PATH is moved aside, never appended to.
+  if [[ "${RESUME:-0}" == "1" ]]; then
+    COMMON_ARGS+=(--ckpt.load_enable)
+  fi
   if [[ "$REHEARSAL" == "1" ]]; then  # README "Rehearsal": what differs from the node
     COMMON_ARGS+=(--gaca.backend rehearsal --ds.attn_implementation sdpa --vllm.enforce_eager)
   else

@@ -38,11 +38,39 @@ def build_record(iteration: int, status: dict) -> dict:
 
 
 class MetricsWriter:
-    """Appends one JSON line per iteration (append mode: a resumed run continues the same file)."""
+    """Appends one JSON line per iteration. :meth:`start` (called once the run knows where it starts) makes the
+    file hold this run's records only: a resumed run keeps the records up to the checkpoint it resumed from, and a
+    fresh run never appends to an earlier run's file."""
 
     def __init__(self, save_path: str, filename: str = "metrics.jsonl"):
         os.makedirs(save_path, exist_ok=True)
         self.path = os.path.join(save_path, filename)
+
+    def start(self, resumed_at: int) -> list[str]:
+        """Prepare the file for a run starting after iteration ``resumed_at`` (0 = a fresh run): records of later
+        iterations (an interrupted run's work after its last checkpoint, or a whole earlier run) are moved to
+        ``<file>.dropped-<unix time>`` so nothing is lost and two runs never mix. Returns the moved lines."""
+        if not os.path.isfile(self.path):
+            return []
+        with open(self.path) as f:
+            lines = [ln for ln in f.read().splitlines() if ln.strip()]
+        keep, drop = [], []
+        for i, line in enumerate(lines):
+            try:
+                iteration = int(json.loads(line).get("iteration", i + 1))
+            except (ValueError, TypeError, AttributeError):
+                iteration = i + 1  # unreadable line: judged by position, as the readers number it
+            (keep if resumed_at and iteration <= resumed_at else drop).append(line)
+        if drop:
+            import time
+
+            with open(f"{self.path}.dropped-{int(time.time())}", "a") as f:
+                f.write("\n".join(drop) + "\n")
+            tmp = self.path + ".tmp"
+            with open(tmp, "w") as f:
+                f.write("".join(ln + "\n" for ln in keep))
+            os.replace(tmp, self.path)
+        return drop
 
     def write(self, record: dict) -> None:
         with open(self.path, "a") as f:

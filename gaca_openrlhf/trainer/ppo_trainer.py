@@ -286,6 +286,10 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
             global_step = checkpoint_states["global_step"]
             logger.info(f"[gaca] resuming from iteration {global_step}")
         total_consumed_prompts = checkpoint_states["total_consumed_prompts"]
+        dropped = self.metrics.start(global_step)  # this run's records only (a resume keeps those it resumes from)
+        if dropped:
+            logger.warning(f"[gaca] {len(dropped)} metrics record(s) after iteration {global_step} (an earlier or "
+                           f"interrupted run) moved to {self.metrics.path}.dropped-*")
         if global_step:
             self.broadcast_to_vllm()
             if checkpoint_states["data_loader_state_dict"]:

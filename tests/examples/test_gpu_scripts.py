@@ -22,7 +22,7 @@ ENVS = ("alfworld", "webshop")
 SCRIPT_VARS = ("WEBSHOP_URL", "MODEL", "SAVE_PATH", "VLLM_TP", "VLLM_ENGINES", "N_GPUS", "ITERATIONS", "TASKS_PER_ITER",
                "ROLLOUTS", "MICRO_BATCH", "MINI_BATCH_STEPS", "MAX_LOGPROB_GAP", "SEED", "SEEDS", "TASKS", "OUT_ROOT",
                "REHEARSAL", "GACA_BACKEND", "GACA_CALLER_PWD", "SMOKE_GAMES", "REQUIRE_ALL_ITERATIONS",
-               "GPU_PREFLIGHT", "PYTHON", "LR", "MAX_STEPS", "SAVE_STEPS")
+               "GPU_PREFLIGHT", "PYTHON", "LR", "MAX_STEPS", "SAVE_STEPS", "RESUME")
 
 
 def script_env(env):
@@ -434,3 +434,12 @@ def test_relative_paths_become_absolute(tmp_path):
                 assert option(c, opt).startswith("/"), c
     (args,) = train_cmds(dry_run("smoke.sh", cwd=str(tmp_path), SAVE_PATH="smk"))
     assert args.ckpt.output_dir == f"{tmp_path}/smk"
+
+
+@pytest.mark.parametrize("script", ["train_gaca_alfworld.sh", "train_grpo_webshop.sh"])
+def test_resume_flag_continues_from_the_last_checkpoint(script):
+    """RESUME=1 loads the last checkpoint under SAVE_PATH/ckpt; without it nothing is loaded."""
+    (plain,) = train_cmds(dry_run(script, SAVE_PATH="/tmp/out_r", WEBSHOP_URL="http://127.0.0.1:3000"))
+    (resumed,) = train_cmds(dry_run(script, SAVE_PATH="/tmp/out_r", RESUME="1", WEBSHOP_URL="http://127.0.0.1:3000"))
+    assert not plain.ckpt.load_enable and resumed.ckpt.load_enable
+    assert resumed.ckpt.path == "/tmp/out_r/ckpt" == plain.ckpt.path
