@@ -63,7 +63,7 @@ else
   export GACA_BACKEND=gpu
 fi
 
-MODEL="${MODEL:-Qwen/Qwen2.5-1.5B-Instruct}"   # 7B: MODEL=Qwen/Qwen2.5-7B-Instruct VLLM_TP=2 (see README)
+MODEL="${MODEL:-Qwen/Qwen2.5-1.5B-Instruct}"   # 7B: MODEL=Qwen/Qwen2.5-7B-Instruct (one engine per GPU; README)
 N_GPUS="${N_GPUS:-8}"
 VLLM_TP="${VLLM_TP:-1}"
 VLLM_ENGINES="${VLLM_ENGINES:-$((N_GPUS / VLLM_TP))}"

@@ -6,6 +6,9 @@
 # split train = goals 1500+) + everything in _common.sh.
 METHOD="${1:?method: grpo | gigpo | gaca}"
 shift
+# 7B on WebShop: micro batch 2 by default (python -m gaca_openrlhf.memory_plan --recipes: at 4 the training pass
+# needs ~77 GB of an 80 GB GPU, 4096+512-token sequences x 152k-vocabulary fp32 logits/entropy; at 2, ~49 GB)
+if [[ -z "${MICRO_BATCH:-}" && "${MODEL:-}" == *7[Bb]* ]]; then MICRO_BATCH=2; fi
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 SAVE_PATH="${SAVE_PATH:-$ROOT/outputs/${METHOD}_webshop}"  # relative paths: made absolute by _common.sh
 TASKS="${TASKS:-$SAVE_PATH/tasks.jsonl}"

@@ -443,3 +443,15 @@ def test_resume_flag_continues_from_the_last_checkpoint(script):
     (resumed,) = train_cmds(dry_run(script, SAVE_PATH="/tmp/out_r", RESUME="1", WEBSHOP_URL="http://127.0.0.1:3000"))
     assert not plain.ckpt.load_enable and resumed.ckpt.load_enable
     assert resumed.ckpt.path == "/tmp/out_r/ckpt" == plain.ckpt.path
+
+
+def test_7b_webshop_defaults_to_micro_batch_2_and_one_engine_per_gpu():
+    """The memory plan's 7B WebShop recipe (python -m gaca_openrlhf.memory_plan --recipes) is what the script runs."""
+    env = dict(SAVE_PATH="/tmp/out_7b", WEBSHOP_URL="http://127.0.0.1:3000", MODEL="Qwen/Qwen2.5-7B-Instruct")
+    (args,) = train_cmds(dry_run("train_gaca_webshop.sh", **env))
+    assert args.rollout.micro_batch_size == 2 and args.train.micro_batch_size == 2
+    assert args.vllm.tensor_parallel_size == 1 and args.vllm.num_engines == 8
+    (args,) = train_cmds(dry_run("train_gaca_webshop.sh", **env, MICRO_BATCH="4"))  # an explicit choice wins
+    assert args.rollout.micro_batch_size == 4
+    (args,) = train_cmds(dry_run("train_gaca_webshop.sh", SAVE_PATH="/tmp/out_15", WEBSHOP_URL="http://127.0.0.1:3000"))
+    assert args.rollout.micro_batch_size == 4  # 1.5B keeps 4

@@ -1,0 +1,606 @@
+"""Per-GPU memory plan of a GPU recipe (examples/gpu): will it fit before any GPU hour is spent?
+
+    python -m gaca_openrlhf.memory_plan --model 1.5b|7b|<config.json or model folder> --env alfworld|webshop \
+        [--gpus 8] [--tp 1] [--micro-batch 4] [--prompt-len N] [--response-len 512] [--vllm-mem 0.6] \
+        [--gpu-mem-gb 80] [--zero 3] [--logits-chunk 0] [--mini-batch-steps N] [--no-entropy] [--experience-entropy]
+    python -m gaca_openrlhf.memory_plan --recipes [--gpu-mem-gb 80] [--logits-chunk 0]
+
+``--recipes`` prints the four recipes of examples/gpu (Qwen2.5-1.5B / 7B x ALFWorld / WebShop) at their defaults in
+one table; the exit status is 1 when one of them does not fit (a single plan: when it does not fit), else 0. This is
+an *estimate* from shapes, written from the code paths of OpenRLHF 0.11.2 (not a measurement): it is there to catch
+the recipes that cannot fit, and to say which knob (micro batch, logits chunk) brings them under the GPU's memory.
+For a plan that does not fit it suggests the largest MICRO_BATCH below the plan's that fits (the training micro
+batch follows from it as in _common.sh's ``train_micro``) and the largest power-of-two ``--logits-chunk`` that fits
+at the plan's micro batch.
+
+Units: "GB" is GiB (2**30 bytes), as nvidia-smi and torch report GPU memory. N = GPUs (DeepSpeed ranks, each GPU holds
+one actor rank, one reference rank and one vLLM worker under --train.colocate_all), P = parameter count, h = hidden
+size, L = layers, I = MLP intermediate size, V = vocabulary, kv = KV heads x head dim, TP = vLLM tensor parallel size.
+A micro batch of ``mb`` sequences of ``prompt + response`` tokens is padded to T = mb x (prompt + response) tokens
+(the recipes do not pack samples; the longest possible sequence is assumed).
+
+What the recipes run (examples/gpu/_common.sh, _train_<env>.sh): ZeRO-3, bf16, gradient checkpointing,
+``--train.colocate_all --vllm.enable_sleep --ds.enable_sleep``, VLLM_MEM 0.6, 8 GPUs, MICRO_BATCH 4 for the log-prob
+passes (``--rollout.micro_batch_size``) and ``train_micro`` (MICRO_BATCH lowered until MINI_BATCH_STEPS is a multiple
+of micro x N) for training, ``--actor.entropy_coef 0.001``, the k3 KL loss against a reference model; ALFWorld prompt
+2048 + response 512 (MINI_BATCH_STEPS 256), WebShop 4096 + 512 (64); 7B with VLLM_TP=2.
+
+Every phase's total is
+
+    total = states + zero3 + acts + max(layer, logits) + vllm + ctx
+
+and it fits when total <= 90 % of the GPU's memory (the 10 % margin is for the caching allocator's fragmentation,
+NCCL buffers and what is not modelled). ``layer`` and ``logits`` are transients that never coexist (the decoder
+layers have run, or have not yet been recomputed, while the [tokens, vocab] tensors exist), hence the max.
+
+ctx (all phases): one CUDA context per process on the GPU, 0.5 GB each, for the actor rank, the reference rank and
+the vLLM worker: 1.5 GB.
+
+1. rollout (vLLM generating; DeepSpeed asleep)
+   vllm   = vllm_mem x GPU memory: vLLM claims this share for itself (its weights, 2P/TP bytes, and the KV cache live
+            inside it; the KV cache gets what the weights leave: reported on a "vLLM" line with its token capacity,
+            2 x L x kv x 2 bytes / TP per token and GPU). The phase does not fit if the weights alone exceed it.
+   states = the bf16 parameter shards of actor and reference, 2P/N each: ``--ds.enable_sleep`` offloads the actor's
+            optimizer states, fp32 master weights and gradients (openrlhf/utils/deepspeed/deepspeed_utils.py,
+            ``offload_deepspeed_states``: ``lp_params`` is not in its list), and the reference model is never
+            offloaded (``--ref.offload`` is off), so both bf16 shards stay on the GPU.
+2. experience (actor and reference log-prob forwards, no grad, one after the other; vLLM asleep, the actor's
+   optimizer states still offloaded: they are reloaded only around ``fit``)
+   states = actor 2P/N + reference 2P/N (bf16 shards).
+   zero3  = one gathered module, 2 x max(params of a decoder layer, V x h) bytes: ZeRO-3 all-gathers a module's full
+            bf16 weights before running it; the largest is the embedding / lm_head matrix or a decoder layer.
+   layer  = one decoder layer's forward working set without grad, T x (4h + 8I) bytes (residual stream and its norm,
+            then gate, up, SiLU(gate) and their product in bf16).
+   logits = c_exp x T' x V bytes, T' = T (today) or min(T, C) with ``--logits-chunk C``. OpenRLHF's ``Actor.forward``
+            (models/actor.py) computes the bf16 logits [T, V] (transformers' Qwen2 lm_head, not upcast) and replaces
+            them by an fp32 copy (``.to(torch.float32)``): 2 + 4 = 6 bytes per entry while both exist; the log-probs
+            (models/utils.py ``log_probs_from_logits``) go through flash-attn's fused cross-entropy kernel (or, without
+            flash-attn, a logsumexp over 1024-row chunks), which makes no further [T, V] tensor: c_exp = 6.
+            ``--experience-entropy`` (EMPG's per-step entropy, gaca_openrlhf/trainer/entropy.py, which passes
+            ``return_entropy=True``): ``compute_entropy`` holds the fp32 logits, softmax probs and the probs x logits
+            product at once: c_exp = 12. The reference forward has the same shapes and never the entropy.
+3. training (actor forward + backward, one training micro batch mb_t of T_t tokens; vLLM asleep)
+   states = actor bf16 params 2P/N + gradients 4P/N + Adam fp32 master, m, v 12P/N + reference 2P/N = 20P/N
+            (gradients counted at fp32: DeepSpeed keeps bf16 partitions, 2P/N, and makes fp32 copies of them sub-group
+            by sub-group at the optimizer step; 4P/N is the conservative round figure).
+   zero3  = a gathered module's bf16 weights and its full bf16 gradients before the reduce-scatter: 2 x the
+            experience figure.
+   acts   = the gradient-checkpointed layer inputs, L x T_t x h x 2 bytes.
+   layer  = one layer recomputed for its backward: what autograd saves in a Qwen2 decoder layer, 18h + 6kv + 8I bytes
+            per token (two RMSNorms at 6h each: fp32 upcast input + bf16 output; q, k before and after RoPE, v,
+            the attention output; gate, up, SiLU(gate), their product), plus a backward workspace of 4h + 4I bytes per
+            token (gradients of the two [T, I] MLP inputs and of the hidden state): T_t x (22h + 6kv + 12I).
+   logits = c_train x T_t' x V bytes (T_t' = T_t or min(T_t, C)). The recipes set ``--actor.entropy_coef 0.001``;
+            OpenRLHF computes the entropy whenever entropy_coef is not None (trainer/ray/ppo_actor.py:
+            ``return_entropy=self.args.actor.entropy_coef is not None``). Forward: bf16 logits + fp32 copy (6), then
+            fp32 logits + softmax probs + their product (12); autograd keeps the fp32 logits and the probs (8).
+            Backward: the fused cross-entropy's gradient wrt the logits (the accumulator, 4) exists when the entropy's
+            ``probs * logits`` node makes its two gradients (wrt probs and wrt logits, 4 + 4): 8 + 4 + 8 = 20 bytes
+            per entry, the peak: c_train = 20. Without the entropy (``--no-entropy``: entropy_coef None):
+            max(6, fp32 logits 4 + their gradient 4) = 8.
+   ``--logits-chunk C`` (C > 0) models a chunked log-prob / entropy (issue 27) that keeps at most C tokens of those
+   [tokens, vocab] tensors live, so the logits term shrinks by T / C, the number of chunks; 0 = today's
+   full-sequence tensors.
+
+Not modelled: the weight sync (vLLM wakes its weights, 2P/TP, while DeepSpeed is asleep and gathers one parameter at
+a time: less than the rollout), the experience batch tensors (tokens, masks, log-probs: [T] per sample, small),
+NCCL's buffers and fragmentation (in the margin), ZeRO-3 prefetching more than one module ahead.
+
+Model shapes: built in for the recipes' two models, from their Hugging Face config.json files (Qwen/Qwen2.5-1.5B-
+Instruct, Qwen/Qwen2.5-7B-Instruct; model cards: 1.54B and 7.61B parameters); the parameter count is computed from
+the shapes (embeddings, once when tied, + L x decoder layer with q/k/v biases + final norm): 1,543,714,304 and
+7,615,616,512. A config.json path (or a model folder holding one) computes the same from its fields.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass, replace
+from typing import Dict, List, Optional, Sequence, Tuple
+
+GIB = float(2 ** 30)
+MARGIN = 0.10                  # fits: total <= (1 - MARGIN) x GPU memory
+CTX_GB_PER_PROCESS = 0.5       # CUDA context of one process
+PROCESSES_PER_GPU = 3          # actor rank, reference rank, vLLM worker (--train.colocate_all)
+ATTN_BIAS_MODEL_TYPES = ("qwen2",)  # q/k/v projections with bias (Qwen2 has no attention_bias field)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    vocab: int
+    tied: bool
+    attention_bias: bool = True
+    head_dim: Optional[int] = None
+
+    def __post_init__(self):
+        for f in ("hidden", "layers", "heads", "kv_heads", "intermediate", "vocab"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise ValueError(f"model {self.name!r}: {f} must be a positive integer, got {v!r}")
+        if self.head_dim is None and self.hidden % self.heads:
+            raise ValueError(f"model {self.name!r}: hidden {self.hidden} is not a multiple of heads {self.heads}")
+
+    @property
+    def hd(self) -> int:
+        return self.head_dim if self.head_dim is not None else self.hidden // self.heads
+
+    @property
+    def q_dim(self) -> int:
+        return self.heads * self.hd
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.hd
+
+    @property
+    def layer_params(self) -> int:
+        """One decoder layer: q, k, v (+ biases), o, gate/up/down, two RMSNorm weights."""
+        h, b = self.hidden, int(self.attention_bias)
+        attn = h * self.q_dim + 2 * h * self.kv_dim + b * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h
+        return attn + 3 * h * self.intermediate + 2 * h
+
+    @property
+    def params(self) -> int:
+        emb = self.vocab * self.hidden
+        return emb * (1 if self.tied else 2) + self.layers * self.layer_params + self.hidden
+
+
+# Qwen/Qwen2.5-1.5B-Instruct and Qwen/Qwen2.5-7B-Instruct config.json (hidden_size, num_hidden_layers,
+# num_attention_heads, num_key_value_heads, intermediate_size, vocab_size, tie_word_embeddings).
+BUILTIN: Dict[str, ModelSpec] = {
+    "1.5b": ModelSpec("Qwen2.5-1.5B-Instruct", hidden=1536, layers=28, heads=12, kv_heads=2, intermediate=8960,
+                      vocab=151936, tied=True),
+    "7b": ModelSpec("Qwen2.5-7B-Instruct", hidden=3584, layers=28, heads=28, kv_heads=4, intermediate=18944,
+                    vocab=152064, tied=False),
+}
+
+# examples/gpu: per-environment defaults (_train_<env>.sh) and the recipes (_common.sh; 7B: README "7B": one engine
+# per GPU, TP 1, the configuration the rehearsal runs; 7B WebShop: MICRO_BATCH 2 by default, _train_webshop.sh)
+ENV_DEFAULTS = {"alfworld": dict(prompt_len=2048, response_len=512, mini_batch_steps=256),
+                "webshop": dict(prompt_len=4096, response_len=512, mini_batch_steps=64)}
+#: (model, env, vLLM TP, MICRO_BATCH) of the four recipes at their defaults
+RECIPES: List[Tuple[str, str, int, int]] = [("1.5b", "alfworld", 1, 4), ("1.5b", "webshop", 1, 4),
+                                            ("7b", "alfworld", 1, 4), ("7b", "webshop", 1, 2)]
+
+
+def spec_from_config(cfg: dict, name: str = "config") -> ModelSpec:
+    """A ModelSpec from a Hugging Face config.json's fields (missing num_key_value_heads = heads; missing
+    tie_word_embeddings = True, transformers' PretrainedConfig default; q/k/v biases: attention_bias, else True for
+    model_type qwen2)."""
+    need = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+    missing = [k for k in need if k not in cfg]
+    if missing:
+        raise ValueError(f"{name}: config has no {', '.join(missing)} (a decoder-only causal LM config.json?)")
+    bias = cfg.get("attention_bias")
+    if bias is None:
+        bias = cfg.get("model_type") in ATTN_BIAS_MODEL_TYPES
+    return ModelSpec(name, hidden=cfg["hidden_size"], layers=cfg["num_hidden_layers"],
+                     heads=cfg["num_attention_heads"],
+                     kv_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
+                     intermediate=cfg["intermediate_size"], vocab=cfg["vocab_size"],
+                     tied=bool(cfg.get("tie_word_embeddings", True)), attention_bias=bool(bias),
+                     head_dim=cfg.get("head_dim"))
+
+
+def load_spec(model: str) -> ModelSpec:
+    """'1.5b' | '7b' | a config.json path | a model folder holding config.json."""
+    key = model.strip().lower()
+    if key in BUILTIN:
+        return BUILTIN[key]
+    path = os.path.join(model, "config.json") if os.path.isdir(model) else model
+    if not os.path.isfile(path):
+        raise ValueError(f"unknown model {model!r}: use 1.5b, 7b, a config.json path or a model folder holding one")
+    try:
+        with open(path) as f:
+            cfg = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read model config {path}: {e}") from e
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return spec_from_config(cfg, name=os.path.basename(os.path.dirname(os.path.abspath(path))) or path)
+
+
+def train_micro(micro: int, mini_batch_steps: int, gpus: int) -> int:
+    """examples/gpu/_common.sh ``train_micro``: MICRO_BATCH lowered until mini_batch_steps % (m x gpus) == 0."""
+    if mini_batch_steps % gpus:
+        raise ValueError(f"mini-batch steps {mini_batch_steps} must be a multiple of gpus {gpus}")
+    m = micro
+    while m > 1 and mini_batch_steps % (m * gpus):
+        m -= 1
+    return m
+
+
+@dataclass(frozen=True)
+class Plan:
+    spec: ModelSpec
+    gpus: int = 8
+    tp: int = 1
+    micro_batch: int = 4            # log-prob passes (--rollout.micro_batch_size)
+    train_micro_batch: int = 4      # training (--train.micro_batch_size)
+    prompt_len: int = 2048
+    response_len: int = 512
+    vllm_mem: float = 0.6
+    gpu_mem_gb: float = 80.0
+    zero: int = 3
+    logits_chunk: int = 0
+    entropy: bool = True            # --actor.entropy_coef set (training computes the entropy)
+    experience_entropy: bool = False  # EMPG: the experience forward computes the entropy too
+    label: str = ""
+
+    def __post_init__(self):
+        for f in ("gpus", "tp", "micro_batch", "train_micro_batch", "prompt_len", "response_len"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise ValueError(f"{f.replace('_', '-')} must be a positive integer, got {v!r}")
+        if self.gpus % self.tp:
+            raise ValueError(f"tp {self.tp} does not divide gpus {self.gpus}")
+        if not 0 < self.vllm_mem < 1:
+            raise ValueError(f"vllm-mem must be in (0, 1), got {self.vllm_mem!r}")
+        if not self.gpu_mem_gb > 0:
+            raise ValueError(f"gpu-mem-gb must be positive, got {self.gpu_mem_gb!r}")
+        if self.zero not in (0, 1, 2, 3):
+            raise ValueError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
+        if not isinstance(self.logits_chunk, int) or self.logits_chunk < 0:
+            raise ValueError(f"logits-chunk must be >= 0, got {self.logits_chunk!r}")
+
+    @property
+    def seq(self) -> int:
+        return self.prompt_len + self.response_len
+
+
+@dataclass
+class Phase:
+    name: str
+    components: Dict[str, float]   # GB: states, zero3, acts, layer, logits, vllm, ctx
+    total: float
+    gpu_mem_gb: float
+    ok: bool = True                # False also when vLLM's weights do not fit its pool
+    note: str = ""
+
+    @property
+    def fraction(self) -> float:
+        return self.total / self.gpu_mem_gb
+
+    @property
+    def fits(self) -> bool:
+        return self.ok and self.total <= (1 - MARGIN) * self.gpu_mem_gb
+
+
+COMPONENTS = ("states", "zero3", "acts", "layer", "logits", "vllm", "ctx")
+
+
+def _total(c: Dict[str, float]) -> float:
+    return c["states"] + c["zero3"] + c["acts"] + max(c["layer"], c["logits"]) + c["vllm"] + c["ctx"]
+
+
+# ---- the formulas (bytes) ---------------------------------------------------------------------------------------
+
+def ctx_bytes() -> float:
+    return PROCESSES_PER_GPU * CTX_GB_PER_PROCESS * GIB
+
+
+def bf16_shard_bytes(spec: ModelSpec, gpus: int, zero: int) -> float:
+    """One model's bf16 parameters on one GPU: sharded by ZeRO-3, whole otherwise."""
+    return 2.0 * spec.params / (gpus if zero == 3 else 1)
+
+
+def train_state_bytes(spec: ModelSpec, gpus: int, zero: int) -> float:
+    """Actor: bf16 params (sharded at ZeRO-3) + fp32 grads (sharded at >= 2) + Adam master/m/v (sharded at >= 1)."""
+    p = float(spec.params)
+    return (2 * p / (gpus if zero >= 3 else 1) + 4 * p / (gpus if zero >= 2 else 1)
+            + 12 * p / (gpus if zero >= 1 else 1))
+
+
+def gathered_module_bytes(spec: ModelSpec, zero: int) -> float:
+    """ZeRO-3: the largest module gathered whole in bf16 (a decoder layer or the V x h embedding / lm_head)."""
+    return 2.0 * max(spec.layer_params, spec.vocab * spec.hidden) if zero == 3 else 0.0
+
+
+def checkpoint_bytes(spec: ModelSpec, tokens: int) -> float:
+    return float(spec.layers) * tokens * spec.hidden * 2
+
+
+def layer_forward_bytes(spec: ModelSpec, tokens: int) -> float:
+    """No-grad forward working set of one decoder layer."""
+    return float(tokens) * (4 * spec.hidden + 8 * spec.intermediate)
+
+
+def layer_recompute_bytes(spec: ModelSpec, tokens: int) -> float:
+    """One layer recomputed under gradient checkpointing: saved activations + backward workspace."""
+    h, kv, i = spec.hidden, spec.kv_dim, spec.intermediate
+    return float(tokens) * ((18 * h + 6 * kv + 8 * i) + (4 * h + 4 * i))
+
+
+def logits_coef(phase: str, entropy: bool) -> int:
+    """Bytes per [token, vocab] entry at the peak (module docstring)."""
+    if phase == "experience":
+        return 12 if entropy else 6
+    if phase == "training":
+        return 20 if entropy else 8
+    raise ValueError(f"no logits term in phase {phase!r}")
+
+
+def logits_bytes(spec: ModelSpec, tokens: int, coef: int, chunk: int = 0) -> float:
+    live = min(tokens, chunk) if chunk > 0 else tokens
+    return float(coef) * live * spec.vocab
+
+
+def vllm_weight_bytes(spec: ModelSpec, tp: int) -> float:
+    return 2.0 * spec.params / tp
+
+
+def kv_bytes_per_token(spec: ModelSpec, tp: int) -> float:
+    """K and V of every layer in bf16, split over TP (KV heads are replicated when TP > KV heads)."""
+    return 2.0 * spec.layers * spec.kv_dim * 2 / min(tp, spec.kv_heads)
+
+
+# ---- phases -----------------------------------------------------------------------------------------------------
+
+def _phase(name: str, plan: Plan, parts: Dict[str, float], ok: bool = True, note: str = "") -> Phase:
+    c = {k: parts.get(k, 0.0) / GIB for k in COMPONENTS}
+    return Phase(name, c, _total(c), plan.gpu_mem_gb, ok=ok, note=note)
+
+
+def rollout_phase(plan: Plan) -> Phase:
+    s = plan.spec
+    pool = plan.vllm_mem * plan.gpu_mem_gb * GIB
+    weights = vllm_weight_bytes(s, plan.tp)
+    kv = pool - weights
+    tokens = int(kv / kv_bytes_per_token(s, plan.tp)) if kv > 0 else 0
+    note = (f"vLLM: weights {weights / GIB:.1f} GB/GPU (TP {plan.tp}), KV cache <= {max(kv, 0) / GIB:.1f} GB/GPU "
+            f"= {tokens:,} tokens per engine" + ("" if kv > 0 else ": the weights do not fit the vLLM pool"))
+    return _phase("rollout", plan, dict(vllm=pool, states=2 * bf16_shard_bytes(s, plan.gpus, plan.zero),
+                                        ctx=ctx_bytes()), ok=kv > 0, note=note)
+
+
+def experience_phase(plan: Plan) -> Phase:
+    s, t = plan.spec, plan.micro_batch * plan.seq
+    return _phase("experience", plan, dict(
+        states=2 * bf16_shard_bytes(s, plan.gpus, plan.zero), zero3=gathered_module_bytes(s, plan.zero),
+        layer=layer_forward_bytes(s, t),
+        logits=logits_bytes(s, t, logits_coef("experience", plan.experience_entropy), plan.logits_chunk),
+        ctx=ctx_bytes()))
+
+
+def training_phase(plan: Plan) -> Phase:
+    s, t = plan.spec, plan.train_micro_batch * plan.seq
+    return _phase("training", plan, dict(
+        states=train_state_bytes(s, plan.gpus, plan.zero) + bf16_shard_bytes(s, plan.gpus, plan.zero),
+        zero3=2 * gathered_module_bytes(s, plan.zero), acts=checkpoint_bytes(s, t), layer=layer_recompute_bytes(s, t),
+        logits=logits_bytes(s, t, logits_coef("training", plan.entropy), plan.logits_chunk), ctx=ctx_bytes()))
+
+
+def estimate(plan: Plan) -> List[Phase]:
+    return [rollout_phase(plan), experience_phase(plan), training_phase(plan)]
+
+
+def fits(plan: Plan) -> bool:
+    return all(p.fits for p in estimate(plan))
+
+
+def recipe_plan(model: str, env: str, tp: int, gpu_mem_gb: float = 80.0, logits_chunk: int = 0,
+                micro_batch: int = 4, gpus: int = 8) -> Plan:
+    d = ENV_DEFAULTS[env]
+    return Plan(load_spec(model), gpus=gpus, tp=tp, micro_batch=micro_batch,
+                train_micro_batch=train_micro(micro_batch, d["mini_batch_steps"], gpus),
+                prompt_len=d["prompt_len"], response_len=d["response_len"], gpu_mem_gb=gpu_mem_gb,
+                logits_chunk=logits_chunk, label=f"{model} {env}")
+
+
+def suggest(plan: Plan, mini_batch_steps: Optional[int] = None) -> List[str]:
+    """For a plan that does not fit: the largest MICRO_BATCH (training micro batch via train_micro) that fits, and
+    the largest power-of-two logits chunk that fits at the plan's micro batches."""
+    if fits(plan):
+        return []
+    out = []
+    # the rollout does not depend on micro batches or chunks
+    roll = rollout_phase(plan)
+    if not roll.fits:
+        return [f"the rollout alone does not fit ({roll.total:.1f} GB): lower --vllm-mem (VLLM_MEM) or raise --tp"]
+    failing = [ph.name for ph in estimate(plan) if not ph.fits]
+
+    def totals(cand: Plan) -> str:  # the phases that did not fit, at the suggested setting
+        return ", ".join(f"{ph.name} {ph.total:.1f} GB ({ph.fraction:.0%})" for ph in estimate(cand)
+                         if ph.name in failing)
+
+    best = None
+    for m in range(plan.micro_batch - 1, 0, -1):
+        tm = train_micro(m, mini_batch_steps, plan.gpus) if mini_batch_steps else min(m, plan.train_micro_batch)
+        cand = replace(plan, micro_batch=m, train_micro_batch=tm)
+        if fits(cand):
+            best = cand
+            break
+    if best is not None:
+        out.append(f"MICRO_BATCH={best.micro_batch} (training micro batch {best.train_micro_batch}) fits: "
+                   f"{totals(best)}")
+    else:
+        out.append("no micro batch fits (even 1)")
+    longest = max(plan.micro_batch, plan.train_micro_batch) * plan.seq
+    chunk = 1 << int(math.log2(longest))
+    while chunk >= 1:
+        cand = replace(plan, logits_chunk=chunk)
+        if chunk < longest and fits(cand):
+            out.append(f"--logits-chunk {chunk} (a chunked log-prob/entropy, issue 27) at MICRO_BATCH="
+                       f"{plan.micro_batch} fits: {totals(cand)}")
+            break
+        chunk //= 2
+    else:
+        out.append("no logits chunk fits at this micro batch")
+    return out
+
+
+# ---- output -----------------------------------------------------------------------------------------------------
+
+HEAD = ("recipe", "phase", "states", "zero3", "acts", "layer", "logits", "vllm", "ctx", "total", "of GPU", "fits")
+
+
+def table_rows(plan: Plan) -> List[List[str]]:
+    rows = []
+    for p in estimate(plan):
+        c = p.components
+        rows.append([plan.label or plan.spec.name, p.name] + [f"{c[k]:.1f}" for k in COMPONENTS]
+                    + [f"{p.total:.1f}", f"{p.fraction:.0%}", "yes" if p.fits else "NO"])
+    return rows
+
+
+def format_table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in [HEAD, *rows]) for i in range(len(HEAD))]
+    line = lambda r: "| " + " | ".join(str(v).ljust(w) if i < 2 else str(v).rjust(w)  # noqa: E731
+                                        for i, (v, w) in enumerate(zip(r, widths))) + " |"
+    sep = "|" + "|".join("-" * (w + 2) if i < 2 else "-" * (w + 1) + ":" for i, w in enumerate(widths)) + "|"
+    return "\n".join([line(HEAD), sep] + [line(r) for r in rows])
+
+
+def describe(plan: Plan) -> str:
+    s = plan.spec
+    return (f"{plan.label or s.name}: {s.name} ({s.params / 1e9:.2f}B params), {plan.gpus} GPUs x "
+            f"{plan.gpu_mem_gb:g} GB, vLLM TP {plan.tp} mem {plan.vllm_mem:g}, ZeRO-{plan.zero}, seq "
+            f"{plan.prompt_len}+{plan.response_len}, micro batch {plan.micro_batch} (log-prob) / "
+            f"{plan.train_micro_batch} (training), logits chunk {plan.logits_chunk or 'none'}")
+
+
+LEGEND = ("GB = GiB per GPU; total = states + zero3 + acts + max(layer, logits) + vllm + ctx; fits = total <= 90 % "
+          "of GPU memory (python -m gaca_openrlhf.memory_plan --help; formulas in the module docstring)")
+
+
+def render(plans: Sequence[Plan], mini_batch_steps: Sequence[Optional[int]]) -> Tuple[str, bool]:
+    lines = [describe(p) for p in plans]
+    rows = [r for p in plans for r in table_rows(p)]
+    lines += ["", format_table(rows), "", LEGEND]
+    lines += [f"{p.label or p.spec.name}: {rollout_phase(p).note}" for p in plans]
+    ok = True
+    for p, mbs in zip(plans, mini_batch_steps):
+        if not fits(p):
+            ok = False
+            bad = ", ".join(ph.name for ph in estimate(p) if not ph.fits)
+            lines.append(f"DOES NOT FIT: {p.label or p.spec.name} ({bad}). Suggestion:")
+            lines += [f"  - {s}" for s in suggest(p, mbs)]
+    if ok:
+        lines.append("all fit with a 10 % margin")
+    return "\n".join(lines), ok
+
+
+# ---- CLI --------------------------------------------------------------------------------------------------------
+
+def _pos_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {s!r}")
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {v}")
+    return v
+
+
+def _nonneg_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {s!r}")
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    return v
+
+
+def _pos_float(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r}")
+    if not v > 0 or math.isinf(v):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {s}")
+    return v
+
+
+def _fraction(s: str) -> float:
+    v = _pos_float(s)
+    if v >= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {s}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m gaca_openrlhf.memory_plan",
+        description="Per-GPU memory estimate of each phase (rollout, experience, training) of a GPU recipe "
+                    "against the GPU's memory. Formulas and assumptions: the module's docstring.")
+    ap.add_argument("--recipes", action="store_true",
+                    help="the four recipes of examples/gpu at their defaults (only --gpu-mem-gb and --logits-chunk "
+                         "apply); exit 1 if one does not fit with a 10 %% margin")
+    ap.add_argument("--model", help="1.5b | 7b | a config.json path | a model folder holding config.json")
+    ap.add_argument("--env", choices=sorted(ENV_DEFAULTS), help="sets the prompt length and mini-batch defaults")
+    ap.add_argument("--gpus", type=_pos_int, default=None, help="GPUs = DeepSpeed ranks (default 8)")
+    ap.add_argument("--tp", type=_pos_int, default=None, help="vLLM tensor parallel size (default 1)")
+    ap.add_argument("--micro-batch", type=_pos_int, default=None,
+                    help="MICRO_BATCH per GPU (default 4): log-prob passes; training uses train_micro of it")
+    ap.add_argument("--mini-batch-steps", type=_pos_int, default=None,
+                    help="MINI_BATCH_STEPS (default 256 ALFWorld, 64 WebShop): caps the training micro batch")
+    ap.add_argument("--prompt-len", type=_pos_int, default=None, help="default 2048 ALFWorld, 4096 WebShop")
+    ap.add_argument("--response-len", type=_pos_int, default=None, help="default 512")
+    ap.add_argument("--vllm-mem", type=_fraction, default=None, help="VLLM_MEM, share of GPU memory (default 0.6)")
+    ap.add_argument("--gpu-mem-gb", type=_pos_float, default=None, help="GPU memory in GB (GiB; default 80)")
+    ap.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=None, help="DeepSpeed ZeRO stage (default 3)")
+    ap.add_argument("--logits-chunk", type=_nonneg_int, default=None,
+                    help="C > 0: at most C tokens of [tokens, vocab] tensors live (issue 27); 0: today (default)")
+    ap.add_argument("--no-entropy", action="store_true", help="--actor.entropy_coef unset (no entropy in training)")
+    ap.add_argument("--experience-entropy", action="store_true",
+                    help="the experience forward computes the entropy too (EMPG)")
+    return ap
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    gpu_mem = 80.0 if a.gpu_mem_gb is None else a.gpu_mem_gb
+    chunk = a.logits_chunk or 0
+    if a.recipes:
+        extra = [f"--{k.replace('_', '-')}" for k in ("model", "env", "gpus", "tp", "micro_batch", "mini_batch_steps",
+                                                       "prompt_len", "response_len", "vllm_mem", "zero")
+                 if getattr(a, k) is not None]
+        extra += [o for o, on in (("--no-entropy", a.no_entropy), ("--experience-entropy", a.experience_entropy))
+                  if on]
+        if extra:
+            ap.error(f"--recipes uses the recipes' defaults; only --gpu-mem-gb and --logits-chunk apply, not "
+                     f"{' '.join(extra)}")
+        plans = [recipe_plan(m, e, tp, gpu_mem_gb=gpu_mem, logits_chunk=chunk, micro_batch=mb)
+                 for m, e, tp, mb in RECIPES]
+        text, ok = render(plans, [ENV_DEFAULTS[e]["mini_batch_steps"] for _, e, _, _ in RECIPES])
+        print(text)
+        return 0 if ok else 1
+    if a.model is None or a.env is None:
+        ap.error("give --model and --env (or --recipes)")
+    try:
+        spec = load_spec(a.model)
+    except ValueError as e:
+        ap.error(str(e))
+    d = ENV_DEFAULTS[a.env]
+    gpus = a.gpus or 8
+    tp = a.tp or 1
+    if gpus % tp:
+        ap.error(f"--tp {tp} does not divide --gpus {gpus}")
+    micro = a.micro_batch or 4
+    mbs = a.mini_batch_steps or d["mini_batch_steps"]
+    try:
+        plan = Plan(spec, gpus=gpus, tp=tp, micro_batch=micro, train_micro_batch=train_micro(micro, mbs, gpus),
+                    prompt_len=a.prompt_len or d["prompt_len"], response_len=a.response_len or d["response_len"],
+                    vllm_mem=0.6 if a.vllm_mem is None else a.vllm_mem, gpu_mem_gb=gpu_mem,
+                    zero=3 if a.zero is None else a.zero, logits_chunk=chunk, entropy=not a.no_entropy,
+                    experience_entropy=a.experience_entropy, label=f"{a.model} {a.env}")
+    except ValueError as e:
+        ap.error(str(e))
+    text, ok = render([plan], [mbs])
+    print(text)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
