@@ -119,3 +119,23 @@ def test_missing_exclude_split_is_a_clear_error(tmp_path, capsys):
     rc = main(["generate", "--out", str(tmp_path / "e"), "--split", "valid_seen", "--num-games", "1",
                "--exclude-split", str(tmp_path / "nowhere"), *SUBSET])
     assert rc == 2 and "nowhere" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("only", ["goal", "opening"])
+def test_each_key_alone_excludes(splits, tmp_path, monkeypatch, only):
+    """The goal key and the opening each exclude on their own (the same seed would otherwise rewrite split a's
+    games, which share both keys; with one key switched off the other must still keep them out)."""
+    import agents.alfworld.generator as gen
+    from agents.alfworld.disjoint import split_keys
+
+    a = _split(splits / "a", "train")
+    keys = split_keys(a)
+    goals = frozenset(k.goal for k in keys) if only == "goal" else frozenset()
+    openings = frozenset(k.opening for k in keys) if only == "opening" else frozenset()
+    monkeypatch.setattr(gen, "excluded_keys", lambda dirs: (goals, openings))
+    gen.generate(str(tmp_path / "x"), "train", 6, seed=0, task_types=[1], max_receptacles=3, max_distractor_types=0,
+                 exclude_splits=[a])
+    got = split_keys(_split(tmp_path / "x", "train"))
+    assert len(got) == 6
+    # bug caught: the exclusion of this key not applied (the games of split a come back)
+    assert not {getattr(k, only) for k in got} & {getattr(k, only) for k in keys}
