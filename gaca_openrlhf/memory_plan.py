@@ -491,24 +491,21 @@ def render(plans: Sequence[Plan], mini_batch_steps: Sequence[Optional[int]]) -> 
 
 # ---- CLI --------------------------------------------------------------------------------------------------------
 
-def _pos_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {s!r}")
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {v}")
-    return v
+def _int_at_least(low: int, what: str):
+    """An argparse type: an integer >= ``low``."""
+    def parse(s: str) -> int:
+        try:
+            v = int(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {s!r}")
+        if v < low:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {v}")
+        return v
+    return parse
 
 
-def _nonneg_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {s!r}")
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
+_pos_int = _int_at_least(1, "a positive integer")
+_nonneg_int = _int_at_least(0, ">= 0")
 
 
 def _pos_float(s: str) -> float:
