@@ -14,23 +14,31 @@ start_webshop_server() {
       WEBSHOP_PORT="$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
     fi
     WEBSHOP_PORT="${WEBSHOP_PORT:-${WEBSHOP_DEFAULT_PORT:-3000}}"
-    WEBSHOP_URL="http://127.0.0.1:$WEBSHOP_PORT"
-    [[ "${DRY_RUN:-0}" == "1" ]] && return 0
+    # bound to WEBSHOP_BIND_HOST, reached at WEBSHOP_URL_HOST (both 127.0.0.1 unless a caller sets them: several
+    # nodes, examples/gpu/_common.sh)
+    WEBSHOP_URL="http://${WEBSHOP_URL_HOST:-127.0.0.1}:$WEBSHOP_PORT"
     local data_args
     if [[ -n "${WEBSHOP_DATA:-}" ]]; then
       data_args=(--data-dir "$WEBSHOP_DATA" --catalog "${WEBSHOP_CATALOG:-auto}")
     elif [[ "${WEBSHOP_GENERATED:-0}" == "1" ]]; then
       data_args=(--num-products "${WEBSHOP_PRODUCTS:-${WEBSHOP_DEFAULT_PRODUCTS:-20000}}" --seed 0)
+    elif [[ "${DRY_RUN:-0}" == "1" ]]; then
+      data_args=(--data-dir '<WEBSHOP_DATA>')
     else
       echo "error: WebShop needs its data: set WEBSHOP_DATA to WebShop's data folder (items_shuffle*.json," \
            "items_ins_v2*.json, items_human_ins.json; WEBSHOP_CATALOG=small for the 1000-product files), or" \
            "WEBSHOP_GENERATED=1 to train on a generated stand-in catalog (not comparable with published numbers)" >&2
       exit 2
     fi
+    local cmd=("$PY" -m webshop_server.supervise --pid-file "$(dirname "$log")/webshop_server.pid" --
+               --host "${WEBSHOP_BIND_HOST:-127.0.0.1}" --port "$WEBSHOP_PORT" "${data_args[@]}" --production
+               --threads "${WEBSHOP_THREADS:-${WEBSHOP_DEFAULT_THREADS:-32}}")
+    if [[ "${DRY_RUN:-0}" == "1" ]]; then
+      { printf '[dry-run] webshop server: '; printf '%q ' "${cmd[@]}"; printf '\n'; } >&2
+      return 0
+    fi
     mkdir -p "$(dirname "$log")"
-    "$PY" -m webshop_server.supervise --pid-file "$(dirname "$log")/webshop_server.pid" -- \
-      --host 127.0.0.1 --port "$WEBSHOP_PORT" "${data_args[@]}" --production --threads "${WEBSHOP_THREADS:-${WEBSHOP_DEFAULT_THREADS:-32}}" \
-      > "$log" 2>&1 &
+    "${cmd[@]}" > "$log" 2>&1 &
     WEBSHOP_SERVER_PID=$!
     trap 'kill $WEBSHOP_SERVER_PID 2>/dev/null || true' EXIT
   fi

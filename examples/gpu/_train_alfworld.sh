@@ -27,6 +27,8 @@ fi
 MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-256}"  # verl-agent: 256 step samples per optimizer update
 method_args "$METHOD"
 common_args
+# Ray CPUs/GPUs (one env worker of ENV_WORKER_CPUS per episode of an iteration, README "Env worker CPUs"), disk
+run_preflight --env-workers $((TASKS_PER_ITER * ROLLOUTS)) --env-worker-cpus "$ENV_WORKER_CPUS"
 run_train "${COMMON_ARGS[@]}" "${METHOD_ARGS[@]}" \
   --data.prompt_dataset "$TASKS" \
   --data.max_len $((PROMPT_MAX_LEN + MAX_NEW_TOKENS)) --env.prompt_max_len "$PROMPT_MAX_LEN" \

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # WebShop training for one method (grpo | gigpo | gaca): bash _train_webshop.sh METHOD [extra train_ppo options]
-# Starts the local WebShop server (python -m webshop_server) unless WEBSHOP_URL is set, and stops it on exit.
+# Starts the local WebShop server (python -m webshop_server) unless WEBSHOP_URL is set, and stops it on exit; with
+# NUM_NODES > 1 it listens on WEBSHOP_HOST (0.0.0.0) and is advertised to every node as http://<this node>:PORT
+# (_common.sh webshop_server; README "Many nodes").
 # Env: MODEL, SAVE_PATH (default <repo>/outputs/<method>_webshop), WEBSHOP_URL, WEBSHOP_DATA (WebShop's real data files;
 # else a generated catalog of WEBSHOP_PRODUCTS products), WEBSHOP_TRAIN_GOALS (train goals used, default all of
 # split train = goals 1500+) + everything in _common.sh.
@@ -19,7 +21,7 @@ if [[ "$REHEARSAL" == "1" && -z "${WEBSHOP_URL:-}" ]]; then
   export WEBSHOP_GENERATED
 fi
 MAX_STEPS="${MAX_STEPS:-15}" MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-512}" PROMPT_MAX_LEN="${PROMPT_MAX_LEN:-4096}"
-start_webshop_server "$SAVE_PATH/webshop_server.log"
+webshop_server "$SAVE_PATH/webshop_server.log"
 if [[ "$DRY_RUN" != "1" ]]; then
   NUM_TRAIN=$((WEBSHOP_GOALS - 1500))
   (( NUM_TRAIN > 0 )) || { echo "the WebShop server has $WEBSHOP_GOALS goals: no train split (goals 1500+)" >&2; exit 1; }
@@ -31,6 +33,7 @@ fi
 MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-64}"  # verl-agent: 64 step samples per optimizer update
 method_args "$METHOD"
 common_args
+run_preflight --url "$WEBSHOP_URL"  # Ray CPUs/GPUs, disk for the checkpoints, the server answers /health
 run_train "${COMMON_ARGS[@]}" "${METHOD_ARGS[@]}" \
   --data.prompt_dataset "$TASKS" \
   --data.max_len $((PROMPT_MAX_LEN + MAX_NEW_TOKENS)) --env.prompt_max_len "$PROMPT_MAX_LEN" \

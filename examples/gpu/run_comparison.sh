@@ -40,7 +40,7 @@ done
 if [[ "$ENV_NAME" == alfworld ]]; then
   run_cmd "$PY" -m agents.alfworld panels --data "$ALFWORLD_DATA" --out "$OUT_ROOT/panels"
 else
-  start_webshop_server "$OUT_ROOT/webshop_server_eval.log"
+  webshop_server "$OUT_ROOT/webshop_server_eval.log"
 fi
 REPORT_ARGS=()
 for run in "${RUNS[@]}"; do

@@ -4,9 +4,10 @@
 # placement group, vLLM and DeepSpeed sleep/wake, ZeRO-3, the k3 KL loss against the reference model, the entropy
 # bonus, env workers created from inside the engines, the weight sync and its log-prob probe, mini-batches in step
 # samples, DeepSpeed + HF checkpoints -- for 2 iterations, then a PASS/FAIL summary (examples/gpu/smoke_check.py).
-#   bash examples/gpu/smoke.sh                      # GPU node: Qwen2.5-0.5B-Instruct on N_GPUS (default 8) GPUs
+#   bash examples/gpu/smoke.sh                      # GPU node: Qwen2.5-0.5B-Instruct on GPUS_PER_NODE (8) GPUs
 #   REHEARSAL=1 bash examples/gpu/smoke.sh          # the same launch path on a CPU machine (tiny model, 2 ranks)
-# Every setting of _common.sh can be overridden (MODEL, N_GPUS, VLLM_MEM, ...); SAVE_PATH default <repo>/outputs/smoke.
+# Every setting of _common.sh can be overridden (MODEL, GPUS_PER_NODE, NUM_NODES, VLLM_MEM, ...); SAVE_PATH default
+# <repo>/outputs/smoke. With NUM_NODES > 1 the sizes below scale with all GPUs (TOTAL_GPUS = NUM_NODES x GPUS_PER_NODE).
 # Every smoke starts from an empty SAVE_PATH: an existing, non-empty one is moved aside to SAVE_PATH.old-<timestamp>
 # (checkpoints or metrics of an earlier run must not pass the checks), so tasks.jsonl is regenerated from ALFWORLD_DATA.
 # The generated games (default ALFWORLD_DATA) number ITERATIONS x TASKS_PER_ITER: every iteration has its own tasks.
@@ -16,11 +17,12 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 CACHE="${GACA_CACHE:-${GACA_CACHE_DIR:-$HOME/.cache/gaca_openrlhf}}"
 if [[ "${REHEARSAL:-0}" != "1" ]]; then  # GPU sizes (the rehearsal's own defaults are in _common.sh)
-  export MODEL="${MODEL:-Qwen/Qwen2.5-0.5B-Instruct}" N_GPUS="${N_GPUS:-8}"
-  export ITERATIONS="${ITERATIONS:-2}" TASKS_PER_ITER="${TASKS_PER_ITER:-$N_GPUS}" ROLLOUTS="${ROLLOUTS:-4}"
+  source "$HERE/_nodes.sh"  # NUM_NODES, GPUS_PER_NODE (N_GPUS: deprecated), TOTAL_GPUS
+  export MODEL="${MODEL:-Qwen/Qwen2.5-0.5B-Instruct}"
+  export ITERATIONS="${ITERATIONS:-2}" TASKS_PER_ITER="${TASKS_PER_ITER:-$TOTAL_GPUS}" ROLLOUTS="${ROLLOUTS:-4}"
   export MAX_STEPS="${MAX_STEPS:-5}" MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-128}" SAVE_STEPS="${SAVE_STEPS:-1}"
   export MICRO_BATCH="${MICRO_BATCH:-2}"
-  export MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-$((MICRO_BATCH * N_GPUS))}"  # several updates per iteration
+  export MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-$((MICRO_BATCH * TOTAL_GPUS))}"  # several updates per iteration
   export LR="${LR:-1e-5}"  # visible KL after the first update within 2 iterations
   # one generated game per task of the run: --train.num_episodes 1 ends training when the task file is used up
   SMOKE_GAMES="${SMOKE_GAMES:-$((ITERATIONS * TASKS_PER_ITER))}"

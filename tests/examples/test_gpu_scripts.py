@@ -22,7 +22,9 @@ ENVS = ("alfworld", "webshop")
 SCRIPT_VARS = ("WEBSHOP_URL", "MODEL", "SAVE_PATH", "VLLM_TP", "VLLM_ENGINES", "N_GPUS", "ITERATIONS", "TASKS_PER_ITER",
                "ROLLOUTS", "MICRO_BATCH", "MINI_BATCH_STEPS", "MAX_LOGPROB_GAP", "SEED", "SEEDS", "TASKS", "OUT_ROOT",
                "REHEARSAL", "GACA_BACKEND", "GACA_CALLER_PWD", "SMOKE_GAMES", "REQUIRE_ALL_ITERATIONS",
-               "GPU_PREFLIGHT", "PYTHON", "LR", "MAX_STEPS", "SAVE_STEPS", "RESUME")
+               "GPU_PREFLIGHT", "PYTHON", "LR", "MAX_STEPS", "SAVE_STEPS", "RESUME", "NUM_NODES", "GPUS_PER_NODE",
+               "WEBSHOP_HOST", "WEBSHOP_ADVERTISE_HOST", "WEBSHOP_PORT", "RAY_ADDRESS", "MAX_FAILED_FRAC",
+               "CKPT_MAX_NUM", "DISK_NEEDED_GB", "ENV_WORKER_CPUS", "WEBSHOP_DATA", "WEBSHOP_GENERATED")
 
 
 def script_env(env):
@@ -293,6 +295,7 @@ FAKE_PYTHON = r"""#!/usr/bin/env bash
 echo "$*" >> "$FAKE_LOG"
 arg() { local want="$1"; shift; while (( $# )); do [[ "$1" == "$want" ]] && { echo "$2"; return; }; shift; done; }
 case "$*" in
+  "-m gaca_openrlhf.preflight"*) exit "${FAKE_PREFLIGHT_EXIT:-0}" ;;
   "-m agents.alfworld generate"*) out="$(arg --out "$@")"; mkdir -p "$out/json_2.1.1/train"
                                  arg --num-games "$@" > "$out/num_games" ;;
   "-m gaca_openrlhf.rollout.tasks alfworld"*)
@@ -337,6 +340,10 @@ def test_smoke_run_starts_from_an_empty_folder_and_regenerates_tasks(tmp_path):
     assert len(tasks) == 16 and "stale" not in "".join(tasks)  # 2 iterations x 8 tasks, from this run's games
     calls = open(env["FAKE_LOG"]).read().splitlines()
     assert any("--num-games 16" in c for c in calls)
+    # the start-up preflight runs before training (many-nodes review, finding 4)
+    pre = [i for i, c in enumerate(calls) if c.startswith("-m gaca_openrlhf.preflight")]
+    train = [i for i, c in enumerate(calls) if c.startswith("-m gaca_openrlhf.cli.train_ppo")]
+    assert len(pre) == 1 and len(train) == 1 and pre[0] < train[0], calls
     check = [c for c in calls if "smoke_check.py" in c]
     assert len(check) == 1 and check[0].endswith(f"{save} --iterations 2 --max-logprob-gap 0.1")
     argv = shlex.split(open(os.path.join(save, "command.sh")).read())
@@ -380,7 +387,7 @@ def test_gpu_backend_forced_outside_the_rehearsal():
 
 @pytest.mark.parametrize("gpus,torch_ok,n_gpus,error", [
     (0, True, "8", "lists no GPU"),
-    (4, True, "8", "lists 4 GPU(s), N_GPUS=8"),
+    (4, True, "8", "lists 4 GPU(s) on this node, GPUS_PER_NODE=8"),
     (8, False, "8", "torch sees no CUDA device"),
     (8, True, "8", None),
     (4, True, "4", None),
@@ -455,3 +462,182 @@ def test_7b_webshop_defaults_to_micro_batch_2_and_one_engine_per_gpu():
     assert args.rollout.micro_batch_size == 4
     (args,) = train_cmds(dry_run("train_gaca_webshop.sh", SAVE_PATH="/tmp/out_15", WEBSHOP_URL="http://127.0.0.1:3000"))
     assert args.rollout.micro_batch_size == 4  # 1.5B keeps 4
+
+
+# ---- many-nodes review (NUM_NODES / GPUS_PER_NODE, WebShop address, failed-episode limit, start-up preflight) ----
+
+def preflight_cmds(stderr):
+    """The preflight commands a DRY_RUN printed on stderr, parsed by the real parser."""
+    from gaca_openrlhf.preflight import build_parser
+
+    prefix = "[dry-run] preflight: "
+    found = [shlex.split(line[len(prefix):]) for line in stderr.splitlines() if line.startswith(prefix)]
+    return [build_parser().parse_args(module_args(c, "gaca_openrlhf.preflight")) for c in found]
+
+
+def webshop_dry_run(tmp_path=None, **env):
+    """DRY_RUN of train_gaca_webshop.sh: (parsed training args, the printed server command or None, URL line, stderr).
+    With tmp_path, `hostname` is a stand-in listing 172.17.0.1 (first) and 10.0.0.5 as this machine's addresses."""
+    if tmp_path is not None:
+        bin_dir = tmp_path / "hostbin"
+        bin_dir.mkdir(exist_ok=True)
+        host = bin_dir / "hostname"
+        host.write_text('#!/usr/bin/env bash\ncase "$1" in -I) echo "172.17.0.1 10.0.0.5 " ;; *) echo node0 ;; esac\n')
+        host.chmod(0o755)
+        env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", **env}
+    res = run_script("train_gaca_webshop.sh", SAVE_PATH="/tmp/out_ws", **env)
+    assert res.returncode == 0, res.stderr
+    (args,) = train_cmds([shlex.split(line) for line in res.stdout.splitlines() if line.strip()])
+    server = [shlex.split(line.split(": ", 1)[1]) for line in res.stderr.splitlines()
+              if line.startswith("[dry-run] webshop server: ")]
+    urls = [line.split("=", 1)[1] for line in res.stderr.splitlines() if line.startswith("[dry-run] WEBSHOP_URL=")]
+    assert len(server) <= 1 and len(urls) == 1, res.stderr
+    return args, (server[0] if server else None), urls[0], res.stderr
+
+
+@pytest.mark.parametrize("script", ["train_gaca_alfworld.sh", "train_grpo_webshop.sh", "train_gigpo_alfworld.sh"])
+def test_two_nodes(script):
+    """Finding 1: --actor/--ref.num_nodes were hard-coded to 1 and N_GPUS meant per node and in total."""
+    (args,) = train_cmds(dry_run(script, SAVE_PATH="/tmp/out_2n", NUM_NODES="2", GPUS_PER_NODE="8",
+                                 WEBSHOP_ADVERTISE_HOST="10.0.0.5"))
+    assert (args.actor.num_nodes, args.actor.num_gpus_per_node) == (2, 8)
+    assert (args.ref.num_nodes, args.ref.num_gpus_per_node) == (2, 8)
+    assert args.vllm.num_engines == 16 and args.vllm.tensor_parallel_size == 1
+    # data-parallel sizes over all 16 ranks: the mini-batch splits into equal micro batches on every rank
+    assert args.gaca.mini_batch_steps % (args.train.micro_batch_size * 16) == 0
+    (args,) = train_cmds(dry_run(script, SAVE_PATH="/tmp/out_2n", NUM_NODES="2", GPUS_PER_NODE="8", VLLM_TP="2",
+                                 WEBSHOP_ADVERTISE_HOST="10.0.0.5"))
+    assert args.vllm.num_engines == 8 and args.vllm.tensor_parallel_size == 2
+
+
+def test_two_nodes_size_the_training_micro_batch_over_all_ranks():
+    # WebShop's 64 step samples over 2 x 8 ranks: at most 4 per rank (8 per rank on one node)
+    (args,) = train_cmds(dry_run("train_gaca_webshop.sh", MICRO_BATCH="8", NUM_NODES="2", GPUS_PER_NODE="8",
+                                 WEBSHOP_ADVERTISE_HOST="h"))
+    assert args.train.micro_batch_size == 4 and args.rollout.micro_batch_size == 8
+    res = run_script("train_gaca_webshop.sh", NUM_NODES="2", GPUS_PER_NODE="6", WEBSHOP_ADVERTISE_HOST="h")
+    assert res.returncode == 2 and "multiple of the 12 ranks (NUM_NODES=2 x GPUS_PER_NODE=6" in res.stderr
+
+
+def test_n_gpus_is_a_deprecated_alias_of_gpus_per_node():
+    res = run_script("train_gaca_alfworld.sh", N_GPUS="4")
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.count("N_GPUS is deprecated: use GPUS_PER_NODE") == 1
+    (args,) = train_cmds([shlex.split(line) for line in res.stdout.splitlines() if line.strip()])
+    assert (args.actor.num_nodes, args.actor.num_gpus_per_node, args.vllm.num_engines) == (1, 4, 4)
+    # ambiguous with more nodes, contradictory with GPUS_PER_NODE, non-numeric: refused
+    res = run_script("train_gaca_alfworld.sh", N_GPUS="16", NUM_NODES="2")
+    assert res.returncode == 2 and "N_GPUS=16 is ambiguous with NUM_NODES=2" in res.stderr
+    res = run_script("train_gaca_alfworld.sh", N_GPUS="4", GPUS_PER_NODE="8")
+    assert res.returncode == 2 and "disagree" in res.stderr
+    res = run_script("train_gaca_alfworld.sh", GPUS_PER_NODE="eight")
+    assert res.returncode == 2 and "GPUS_PER_NODE=eight must be a positive integer" in res.stderr
+    # the scripts that call other scripts pass the sizes on without a second notice
+    res = run_script("run_comparison.sh", N_GPUS="4", OUT_ROOT="/tmp/cmp", METHODS="gaca", SEEDS="0", EVAL_SEEDS="0")
+    assert res.returncode == 0 and res.stderr.count("N_GPUS is deprecated") == 1, res.stderr
+
+
+def test_smoke_on_two_nodes_scales_with_all_gpus(tmp_path):
+    cmds = dry_run("smoke.sh", NUM_NODES="2", GPUS_PER_NODE="4", ALFWORLD_DATA="", GACA_CACHE=str(tmp_path / "c"),
+                   SAVE_PATH=str(tmp_path / "s"))
+    (gen,) = [c for c in cmds if c[1:4] == ["-m", "agents.alfworld", "generate"]]
+    (args,) = train_cmds(cmds)
+    assert (args.actor.num_nodes, args.actor.num_gpus_per_node, args.vllm.num_engines) == (2, 4, 8)
+    assert args.rollout.batch_size == 8 and int(option(gen, "--num-games")) == 16  # 2 iterations of 8 tasks
+    assert args.gaca.mini_batch_steps == args.train.micro_batch_size * 8
+
+
+@pytest.mark.parametrize("gpus,error", [(8, None), (16, None), (4, "lists 4 GPU(s) on this node, GPUS_PER_NODE=8")])
+def test_gpu_preflight_counts_the_gpus_of_this_node(tmp_path, gpus, error):
+    """The head node's nvidia-smi lists its own GPUs: GPUS_PER_NODE, not NUM_NODES x GPUS_PER_NODE."""
+    env = fake_tools(tmp_path, gpus=gpus)
+    res = source_common("echo preflight-ok", DRY_RUN="0", NUM_NODES="2", GPUS_PER_NODE="8", **env)
+    if error is None:
+        assert res.returncode == 0 and "preflight-ok" in res.stdout, res.stderr
+    else:
+        assert res.returncode == 1 and error in res.stderr
+
+
+def test_rehearsal_of_two_nodes_is_refused():
+    res = run_script("train_gaca_alfworld.sh", REHEARSAL="1", NUM_NODES="2", GPUS_PER_NODE="1")
+    assert res.returncode == 2 and "one node only" in res.stderr and "not implemented" in res.stderr
+
+
+def test_webshop_server_on_one_node_listens_on_localhost(tmp_path):
+    args, server, url, _ = webshop_dry_run(tmp_path)
+    assert url == "http://127.0.0.1:3000" == json.loads(args.env.kwargs)["base_url"]
+    assert server[1:3] == ["-m", "webshop_server.supervise"] and option(server, "--host") == "127.0.0.1"
+    assert option(server, "--port") == "3000"
+
+
+def test_webshop_server_on_many_nodes_is_reachable_from_every_node(tmp_path):
+    """Finding 2: bound to 127.0.0.1 and passed as http://127.0.0.1:PORT, the server was unreachable from the env
+    workers in the other nodes' vLLM engines (half the episodes failed with 2 nodes)."""
+    args, server, url, _ = webshop_dry_run(tmp_path, NUM_NODES="2", GPUS_PER_NODE="8")
+    assert option(server, "--host") == "0.0.0.0"
+    assert url == "http://172.17.0.1:3000" == json.loads(args.env.kwargs)["base_url"]  # `hostname -I`'s first
+    # RAY_ADDRESS naming one of this machine's addresses: that one (the Ray nodes already reach it there)
+    args, server, url, _ = webshop_dry_run(tmp_path, NUM_NODES="2", GPUS_PER_NODE="8", RAY_ADDRESS="10.0.0.5:6379")
+    assert url == "http://10.0.0.5:3000" == json.loads(args.env.kwargs)["base_url"]
+    # RAY_ADDRESS of another machine: the server runs here, so this machine's address, with a warning
+    args, server, url, err = webshop_dry_run(tmp_path, NUM_NODES="2", GPUS_PER_NODE="8",
+                                             RAY_ADDRESS="ray://10.9.9.9:10001")
+    assert url == "http://172.17.0.1:3000" and "RAY_ADDRESS host 10.9.9.9 is not this machine" in err
+    # both addresses overridable; the port too
+    args, server, url, _ = webshop_dry_run(tmp_path, NUM_NODES="2", GPUS_PER_NODE="8", WEBSHOP_HOST="10.0.0.5",
+                                           WEBSHOP_ADVERTISE_HOST="head.cluster", WEBSHOP_PORT="3100")
+    assert option(server, "--host") == "10.0.0.5" and option(server, "--port") == "3100"
+    assert url == "http://head.cluster:3100" == json.loads(args.env.kwargs)["base_url"]
+    # a server of one's own: nothing started, its URL used as given
+    args, server, url, _ = webshop_dry_run(tmp_path, NUM_NODES="2", GPUS_PER_NODE="8", WEBSHOP_URL="http://ws:8000")
+    assert server is None and url == "http://ws:8000" == json.loads(args.env.kwargs)["base_url"]
+
+
+@pytest.mark.parametrize("script", [f"train_{m}_{e}.sh" for m in METHODS for e in ENVS] + ["smoke.sh"])
+def test_a_broken_environment_stops_training_in_iteration_1(script, tmp_path):
+    """Finding 3: train_ppo's --env.max_failed_frac 0.5 let a half-reachable cluster (50 % failed episodes) run on."""
+    (args,) = train_cmds(dry_run(script, SAVE_PATH=str(tmp_path / "o")))
+    assert args.env.max_failed_frac == 0.1
+    (args,) = train_cmds(dry_run(script, SAVE_PATH=str(tmp_path / "o"), MAX_FAILED_FRAC="0.25"))
+    assert args.env.max_failed_frac == 0.25
+
+
+def test_dry_run_prints_the_preflight_it_would_run():
+    """Finding 4: Ray CPUs for the env workers, disk for the checkpoints kept, the WebShop URL -- before models load."""
+    res = run_script("train_gaca_alfworld.sh", SAVE_PATH="/tmp/out_pf", NUM_NODES="2", GPUS_PER_NODE="8",
+                     ENV_WORKER_CPUS="0.2")
+    assert res.returncode == 0, res.stderr
+    (pre,) = preflight_cmds(res.stderr)
+    (args,) = train_cmds([shlex.split(line) for line in res.stdout.splitlines() if line.strip()])
+    assert (pre.num_nodes, pre.gpus) == (2, 16)
+    assert pre.env_workers == args.rollout.batch_size * args.rollout.n_samples_per_prompt == 128
+    assert pre.env_worker_cpus == json.loads(args.env.kwargs)["num_cpus"] == 0.2
+    assert pre.disk == args.ckpt.output_dir == "/tmp/out_pf" and pre.model == args.actor.model_name_or_path
+    assert pre.ckpt_max_num == args.ckpt.max_num == 2 and pre.disk_needed_gb is None and pre.url is None
+    res = run_script("train_gaca_webshop.sh", SAVE_PATH="/tmp/out_pf", CKPT_MAX_NUM="3", DISK_NEEDED_GB="50")
+    (pre,) = preflight_cmds(res.stderr)
+    (args,) = train_cmds([shlex.split(line) for line in res.stdout.splitlines() if line.strip()])
+    assert pre.url == json.loads(args.env.kwargs)["base_url"] and pre.env_workers == 0
+    assert pre.ckpt_max_num == args.ckpt.max_num == 3 and pre.disk_needed_gb == 50
+    # skipped with REHEARSAL=1 and GPU_PREFLIGHT=0
+    for skip in ({"REHEARSAL": "1"}, {"GPU_PREFLIGHT": "0"}):
+        res = run_script("train_gaca_alfworld.sh", SAVE_PATH="/tmp/out_pf", **skip)
+        assert res.returncode == 0 and preflight_cmds(res.stderr) == [], res.stderr
+
+
+def test_failed_preflight_stops_before_training(tmp_path):
+    env = fake_tools(tmp_path)
+    res = run_script("smoke.sh", DRY_RUN="0", SAVE_PATH=str(tmp_path / "s"), ALFWORLD_DATA="",
+                     GACA_CACHE=str(tmp_path / "cache"), FAKE_PREFLIGHT_EXIT="1", **env)
+    assert res.returncode != 0 and "start-up preflight failed" in res.stderr
+    calls = open(env["FAKE_LOG"]).read()
+    assert "-m gaca_openrlhf.preflight" in calls and "gaca_openrlhf.cli.train_ppo" not in calls
+
+
+def test_readme_documents_many_nodes():
+    text = open(os.path.join(GPU, "README.md")).read()
+    section = text.split("## Many nodes", 1)[1].split("\n## ", 1)[0]
+    for needle in ("ray start --head --port=6379", "ray start --address=", "NUM_NODES", "GPUS_PER_NODE",
+                   "ray job submit", "shared storage", "SAVE_PATH", "ALFWORLD_DATA", "WEBSHOP_ADVERTISE_HOST",
+                   "WEBSHOP_HOST", "MAX_FAILED_FRAC", "preflight", "not implemented"):
+        assert needle in section, needle

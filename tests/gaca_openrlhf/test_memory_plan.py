@@ -275,7 +275,7 @@ def _script_default(path, var):
 
 
 def test_recipe_defaults_match_the_scripts():
-    assert int(_script_default("_common.sh", "N_GPUS")) == 8
+    assert int(_script_default("_nodes.sh", "GPUS_PER_NODE")) == 8
     assert int(_script_default("_common.sh", "MICRO_BATCH")) == 4
     assert float(_script_default("_common.sh", "VLLM_MEM")) == 0.6
     assert int(_script_default("_common.sh", "ZERO_STAGE")) == 3

@@ -1,0 +1,316 @@
+"""Start-up checks of the examples/gpu launch scripts, run on the head node before any model loads.
+
+    python -m gaca_openrlhf.preflight --num-nodes 1 --gpus 8 --env-workers 128 --env-worker-cpus 0.1 \\
+        --disk SAVE_PATH --model MODEL --ckpt-max-num 2 [--url http://HEAD:3000]
+
+Each check either passes (one ``preflight: ok`` line on stderr) or adds an error naming its numbers; all errors are
+printed, then the exit status is 1 (0 when every check passed). ``examples/gpu/_common.sh`` (``run_preflight``) calls
+it unless ``DRY_RUN=1`` (it prints the command instead), ``REHEARSAL=1`` or ``GPU_PREFLIGHT=0``.
+
+* **Ray CPUs/GPUs** (``--gpus``, ``--env-workers``, ``--env-worker-cpus`` or ``--ray-cpus-needed``): the run takes
+  one CPU per placement-group bundle (one bundle per GPU, ``--train.colocate_all``), one for the trainer and
+  ``ENV_WORKER_CPUS`` per ALFWorld env worker (``TASKS_PER_ITER x ROLLOUTS`` of them, placed outside the placement
+  group; examples/gpu/README.md "Env worker CPUs"). With the Ray cluster training's ``ray.init()`` attaches to
+  (``RAY_ADDRESS``, or the last one started on this machine with ``ray start``) its *free* CPUs and its GPUs are
+  compared with that; without one, training's ``ray.init()`` starts a local Ray with this machine's CPUs, which are
+  compared instead -- and more than one node without a cluster is an error (a local Ray has this node's GPUs only:
+  the placement group would wait forever).
+* **Disk** (``--disk``, ``--disk-needed-gb`` or ``--model`` + ``--ckpt-max-num``): free space at the output folder
+  (its nearest existing parent) against the checkpoints kept: per DeepSpeed ZeRO-3 checkpoint ~16 bytes/parameter
+  (bf16 weights + fp32 master weights + Adam m and v, summed over all ranks' shards), per HF copy 2 bytes/parameter;
+  ``--ckpt.max_num`` DeepSpeed checkpoints, ``max_num + 1`` HF copies at the peak (the oldest is removed after the
+  new one is written, ``gaca_openrlhf/trainer/actors.py``) and the final HF model. The parameter count comes from the
+  model's config.json (a local folder or the Hugging Face cache), else from its name (``...-7B-...``).
+* **WebShop** (``--url``): ``URL/health`` answers from this node. Env workers on every node use the same URL.
+
+Every external query (Ray, disk, HTTP, config lookup) is a parameter of :func:`run_checks`, for the tests.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional, Sequence, Tuple
+
+GIB = float(2 ** 30)
+DS_CKPT_BYTES_PER_PARAM = 16   # ZeRO-3 checkpoint: bf16 weights 2 + fp32 master 4 + Adam m 4 + v 4 (+ slack)
+HF_BYTES_PER_PARAM = 2         # bf16 safetensors copy (--ckpt.save_hf, and the final model)
+TRAINER_CPUS = 1               # GacaPPOTrainerActor (gaca_openrlhf/trainer/launch.py)
+BUNDLE_CPUS = 1                # one {"GPU": 1, "CPU": 1} bundle per GPU (--train.colocate_all)
+
+
+@dataclass
+class RayInfo:
+    """What the preflight needs from a Ray cluster."""
+    free_cpus: float
+    total_cpus: float
+    total_gpus: float
+    nodes: int
+    address: str = ""
+
+
+@dataclass
+class Report:
+    ok: List[str] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
+    errors: List[str] = field(default_factory=list)
+
+
+# ---- external queries (replaced in the tests) ----
+
+def training_ray_address() -> Optional[str]:
+    """The cluster training's plain ``ray.init()`` attaches to: RAY_ADDRESS, else the last one ``ray start`` started on
+    this machine; None when it would start a local Ray of its own (a Ray started by another program's ``ray.init()``
+    is not attached to, so it is not looked at here either)."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+
+        return canonicalize_bootstrap_address(None)
+    except ImportError:  # a private helper: RAY_ADDRESS alone
+        return os.environ.get("RAY_ADDRESS") or None
+
+
+def query_ray() -> Optional[RayInfo]:
+    """Resources of the Ray cluster training will attach to (:func:`training_ray_address`), None without one; an
+    address that does not answer raises (training's ``ray.init()`` would fail there too)."""
+    address = training_ray_address()
+    if address is None:
+        return None
+    import ray
+
+    ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    try:
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        free, total = ray.available_resources(), ray.cluster_resources()
+        return RayInfo(free_cpus=float(free.get("CPU", 0.0)), total_cpus=float(total.get("CPU", 0.0)),
+                       total_gpus=float(total.get("GPU", 0.0)), nodes=len(nodes), address=address)
+    finally:
+        ray.shutdown()
+
+
+def local_cpus() -> int:
+    """CPUs a Ray started by training's ``ray.init()`` on this machine would declare."""
+    try:
+        from ray._private.utils import get_num_cpus
+
+        return int(get_num_cpus())
+    except Exception:  # noqa: BLE001 - an internal helper; fall back to the affinity mask
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def disk_free(path: str) -> Tuple[str, int]:
+    """(the nearest existing folder at or above ``path``, its free bytes)."""
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    return p, shutil.disk_usage(p).free
+
+
+def fetch_health(url: str, timeout: float = 5.0) -> dict:
+    with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout) as r:
+        return json.load(r)
+
+
+def cached_config(model: str) -> Optional[str]:
+    """config.json of a Hugging Face model name in the local HF cache (no download), else None."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        path = try_to_load_from_cache(model, "config.json")
+    except Exception:  # noqa: BLE001 - not a repo id, no huggingface_hub: no cached config
+        return None
+    return path if isinstance(path, str) and os.path.isfile(path) else None
+
+
+# ---- the checks ----
+
+_SIZE_IN_NAME = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)([bm])(?![a-z])", re.IGNORECASE)
+
+
+def model_params(model: str, config_lookup: Callable[[str], Optional[str]] = cached_config
+                 ) -> Tuple[Optional[int], str]:
+    """(parameter count, where it came from) of a local model folder / config.json, a Hugging Face name whose
+    config.json is cached, or a name with its size in it (``Qwen2.5-7B-Instruct``: 7e9); (None, why) otherwise."""
+    from gaca_openrlhf.memory_plan import load_spec
+
+    path = model if os.path.exists(model) else config_lookup(model)
+    why = f"no local folder and no cached config.json for {model!r}"
+    if path:
+        try:
+            return load_spec(path).params, f"config.json of {model}"
+        except ValueError as e:
+            why = str(e)
+    sizes = _SIZE_IN_NAME.findall(os.path.basename(model.rstrip("/")))
+    if sizes:
+        num, unit = sizes[-1]
+        return int(float(num) * (1e9 if unit.lower() == "b" else 1e6)), f"the size in the name {model!r}"
+    return None, why
+
+
+def checkpoint_bytes(params: int, max_num: int, save_hf: bool = True) -> int:
+    """Disk taken at the peak by ``max_num`` DeepSpeed checkpoints, ``max_num + 1`` HF copies and the final model."""
+    hf_copies = (max_num + 1 if save_hf else 0) + 1
+    return int(params * (max_num * DS_CKPT_BYTES_PER_PARAM + hf_copies * HF_BYTES_PER_PARAM))
+
+
+def ray_cpus_needed(gpus: int, env_workers: int, env_worker_cpus: float) -> Tuple[float, str]:
+    need = env_workers * env_worker_cpus + gpus * BUNDLE_CPUS + TRAINER_CPUS
+    parts = []
+    if env_workers:
+        parts.append(f"{env_workers} env workers x {env_worker_cpus:g} CPU = {env_workers * env_worker_cpus:g}")
+    parts.append(f"{gpus} placement-group bundles (one per GPU) x {BUNDLE_CPUS} CPU")
+    parts.append(f"{TRAINER_CPUS} trainer")
+    return need, " + ".join(parts)
+
+
+def check_ray(report: Report, num_nodes: int, gpus: int, cpus_needed: float, detail: str,
+              ray_info: Optional[RayInfo], this_machine_cpus: int) -> None:
+    hint = ("lower ENV_WORKER_CPUS or TASKS_PER_ITER x ROLLOUTS, or give Ray more CPUs (ray start --num-cpus N); "
+            "env workers Ray cannot place fail their episodes (examples/gpu/README.md \"Env worker CPUs\")")
+    if ray_info is None:
+        if num_nodes > 1:
+            report.errors.append(
+                f"Ray: NUM_NODES={num_nodes}, but no Ray cluster is reachable (RAY_ADDRESS unset and no cluster started "
+                "on this machine): training's ray.init() would start a local Ray with this node's GPUs only and its "
+                f"placement group of {gpus} GPU bundles would wait forever. Start Ray on every node first: "
+                "`ray start --head --port=6379` here, `ray start --address=HEAD:6379` on the others "
+                "(examples/gpu/README.md \"Many nodes\")")
+            return
+        if this_machine_cpus < cpus_needed:
+            report.errors.append(
+                f"Ray: no Ray cluster running, so training starts a local one with this machine's {this_machine_cpus} "
+                f"CPUs; the run needs {cpus_needed:g} ({detail}): {hint}")
+        else:
+            report.ok.append(f"Ray: no cluster running; a local Ray gets {this_machine_cpus} CPUs >= {cpus_needed:g} "
+                             f"needed ({detail})")
+        return
+    where = f"the Ray cluster at {ray_info.address}" if ray_info.address else "the Ray cluster"
+    if ray_info.total_gpus < gpus:
+        report.errors.append(
+            f"Ray: {where} has {ray_info.total_gpus:g} GPUs on {ray_info.nodes} node(s), the run needs {gpus} "
+            f"(NUM_NODES x GPUS_PER_NODE): the placement group would wait forever. Have all nodes joined "
+            "(`ray status`)?")
+    if ray_info.free_cpus < cpus_needed:
+        report.errors.append(
+            f"Ray: {where} has {ray_info.free_cpus:g} free CPUs (of {ray_info.total_cpus:g}), the run needs "
+            f"{cpus_needed:g} ({detail}): {hint}")
+    if ray_info.total_gpus >= gpus and ray_info.free_cpus >= cpus_needed:
+        report.ok.append(f"Ray: {where}: {ray_info.nodes} node(s), {ray_info.total_gpus:g} GPUs >= {gpus}, "
+                         f"{ray_info.free_cpus:g} free CPUs >= {cpus_needed:g} needed ({detail})")
+
+
+def check_disk(report: Report, path: str, needed_bytes: Optional[int], detail: str,
+               free_fn: Callable[[str], Tuple[str, int]] = disk_free) -> None:
+    if needed_bytes is None:
+        report.warnings.append(f"disk: not checked ({detail}); pass --disk-needed-gb (DISK_NEEDED_GB)")
+        return
+    where, free = free_fn(path)
+    if free < needed_bytes:
+        report.errors.append(
+            f"disk: {free / GIB:.1f} GiB free at {where} (for {path}), the checkpoints kept need about "
+            f"{needed_bytes / GIB:.1f} GiB ({detail}): free space, lower CKPT_MAX_NUM (--ckpt.max_num), or choose another SAVE_PATH")
+    else:
+        report.ok.append(f"disk: {free / GIB:.1f} GiB free at {where} >= {needed_bytes / GIB:.1f} GiB ({detail})")
+
+
+def check_url(report: Report, url: str, num_nodes: int, fetch: Callable[[str], dict] = fetch_health) -> None:
+    others = (f" Env workers on all {num_nodes} nodes must reach this same URL (WEBSHOP_ADVERTISE_HOST, firewall)."
+              if num_nodes > 1 else "")
+    try:
+        health = fetch(url)
+    except Exception as e:  # noqa: BLE001 - any failure to answer is the finding
+        report.errors.append(f"WebShop: {url}/health does not answer from this node: {e!r}.{others}")
+        return
+    goals = health.get("goals") if isinstance(health, dict) else None
+    report.ok.append(f"WebShop: {url}/health answers ({goals} goals).{others}")
+
+
+def run_checks(args, ray_query: Callable[[], Optional[RayInfo]] = query_ray,
+               this_machine_cpus: Callable[[], int] = local_cpus,
+               free_fn: Callable[[str], Tuple[str, int]] = disk_free,
+               fetch: Callable[[str], dict] = fetch_health,
+               config_lookup: Callable[[str], Optional[str]] = cached_config) -> Report:
+    report = Report()
+    if args.gpus is not None:
+        need, detail = ray_cpus_needed(args.gpus, args.env_workers, args.env_worker_cpus)
+        if args.ray_cpus_needed is not None:
+            need, detail = args.ray_cpus_needed, f"--ray-cpus-needed {args.ray_cpus_needed:g}"
+        try:
+            info = ray_query()
+        except Exception as e:  # noqa: BLE001 - RAY_ADDRESS set but unreachable
+            where = f"RAY_ADDRESS={os.environ['RAY_ADDRESS']}" if os.environ.get("RAY_ADDRESS") else \
+                "the cluster last started with `ray start` on this machine"
+            report.errors.append(f"Ray: cannot attach to {where} (training's ray.init() would not either): {e!r}")
+        else:
+            check_ray(report, args.num_nodes, args.gpus, need, detail, info, this_machine_cpus())
+    if args.disk:
+        if args.disk_needed_gb is not None:
+            needed, detail = int(args.disk_needed_gb * GIB), f"--disk-needed-gb {args.disk_needed_gb:g}"
+        elif args.model:
+            params, source = model_params(args.model, config_lookup)
+            if params is None:
+                needed, detail = None, f"parameter count of {args.model} unknown: {source}"
+            else:
+                needed = checkpoint_bytes(params, args.ckpt_max_num, not args.no_save_hf)
+                hf = args.ckpt_max_num + 1 if not args.no_save_hf else 0
+                detail = (f"{params / 1e9:.2f}B parameters from {source}: {args.ckpt_max_num} DeepSpeed ZeRO-3 "
+                          f"checkpoint(s) x {DS_CKPT_BYTES_PER_PARAM} B/param + {hf} HF checkpoint(s) + the final "
+                          f"model x {HF_BYTES_PER_PARAM} B/param")
+        else:
+            needed, detail = None, "neither --disk-needed-gb nor --model given"
+        check_disk(report, args.disk, needed, detail, free_fn)
+    if args.url:
+        check_url(report, args.url, args.num_nodes, fetch)
+    return report
+
+
+def _nonneg_float(s: str) -> float:
+    v = float(s)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {s}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m gaca_openrlhf.preflight", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--num-nodes", type=int, default=1, help="NUM_NODES")
+    ap.add_argument("--gpus", type=int, default=None,
+                    help="GPUs of the run (NUM_NODES x GPUS_PER_NODE; one 1-CPU bundle each); enables the Ray check")
+    ap.add_argument("--env-workers", type=int, default=0, help="env workers of one iteration (ALFWorld: tasks x rollouts)")
+    ap.add_argument("--env-worker-cpus", type=_nonneg_float, default=0.0, help="logical CPUs per env worker")
+    ap.add_argument("--ray-cpus-needed", type=_nonneg_float, default=None, help="override the computed CPU need")
+    ap.add_argument("--disk", metavar="PATH", default=None, help="the output folder (SAVE_PATH); enables the disk check")
+    ap.add_argument("--disk-needed-gb", type=_nonneg_float, default=None, help="GiB needed (else from --model)")
+    ap.add_argument("--model", default=None, help="model folder or Hugging Face name (parameter count)")
+    ap.add_argument("--ckpt-max-num", type=int, default=2, help="--ckpt.max_num of the run")
+    ap.add_argument("--no-save-hf", action="store_true", help="the run does not pass --ckpt.save_hf")
+    ap.add_argument("--url", default=None, help="WebShop server URL: /health must answer")
+    return ap
+
+
+def main(argv: Optional[Sequence[str]] = None, **queries) -> int:
+    args = build_parser().parse_args(argv)
+    report = run_checks(args, **queries)
+    for line in report.ok:
+        print(f"preflight: ok: {line}", file=sys.stderr)
+    for line in report.warnings:
+        print(f"preflight: warning: {line}", file=sys.stderr)
+    for line in report.errors:
+        print(f"error: preflight: {line}", file=sys.stderr)
+    if report.errors:
+        print("preflight failed (GPU_PREFLIGHT=0 skips every start-up check)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""gaca_openrlhf.preflight: the start-up checks of examples/gpu, with every external query faked (no Ray cluster,
+no server, no disk of that size): the numbers each error names and the exit status."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gaca_openrlhf import preflight as pf
+from gaca_openrlhf.memory_plan import BUILTIN
+
+GIB = 2 ** 30
+ALF = ["--num-nodes", "1", "--gpus", "8", "--env-workers", "128", "--env-worker-cpus", "0.1"]
+
+
+def run(argv, ray=None, cpus=64, free=10 ** 15, health=None, lookup=None):
+    """pf.run_checks on parsed ``argv`` with fakes; ``ray``: a RayInfo, None (no cluster) or an exception."""
+    def ray_query():
+        if isinstance(ray, Exception):
+            raise ray
+        return ray
+
+    def fetch(url):
+        if isinstance(health, Exception):
+            raise health
+        return health if health is not None else {"goals": 12087}
+
+    return pf.run_checks(pf.build_parser().parse_args(argv), ray_query=ray_query, this_machine_cpus=lambda: cpus,
+                         free_fn=lambda path: (path, free), fetch=fetch, config_lookup=lookup or (lambda m: None))
+
+
+def test_ray_cpus_needed_counts_env_workers_bundles_and_trainer():
+    need, detail = pf.ray_cpus_needed(gpus=8, env_workers=128, env_worker_cpus=0.1)
+    assert need == pytest.approx(21.8)  # README "Env worker CPUs": fits a node with >= 22 CPUs
+    assert "128 env workers x 0.1 CPU = 12.8" in detail and "8 placement-group bundles" in detail
+    assert pf.ray_cpus_needed(16, 0, 0.1)[0] == 17  # WebShop: no env worker actors
+
+
+def test_local_ray_without_a_cluster():
+    rep = run(ALF, ray=None, cpus=32)
+    assert not rep.errors and "a local Ray gets 32 CPUs >= 21.8" in rep.ok[0]
+    rep = run(ALF, ray=None, cpus=16)
+    (err,) = rep.errors
+    assert "this machine's 16 CPUs" in err and "needs 21.8" in err and "ENV_WORKER_CPUS" in err
+
+
+def test_many_nodes_need_a_running_cluster():
+    rep = run(["--num-nodes", "2", "--gpus", "16"], ray=None, cpus=1000)
+    (err,) = rep.errors
+    assert "NUM_NODES=2" in err and "no Ray cluster is reachable" in err and "ray start --head" in err
+
+
+def test_cluster_free_cpus_and_gpus():
+    ok = pf.RayInfo(free_cpus=200, total_cpus=224, total_gpus=16, nodes=2, address="10.0.0.5:6379")
+    rep = run(["--num-nodes", "2", "--gpus", "16", "--env-workers", "128", "--env-worker-cpus", "0.5"], ray=ok)
+    assert not rep.errors and "2 node(s), 16 GPUs >= 16" in rep.ok[0]
+    busy = pf.RayInfo(free_cpus=20, total_cpus=224, total_gpus=16, nodes=2)
+    (err,) = run(["--num-nodes", "2", "--gpus", "16", "--env-workers", "128", "--env-worker-cpus", "0.5"],
+                 ray=busy).errors
+    assert "20 free CPUs (of 224)" in err and "needs 81" in err and "128 env workers x 0.5 CPU = 64" in err
+    one_joined = pf.RayInfo(free_cpus=200, total_cpus=200, total_gpus=8, nodes=1)
+    (err,) = run(["--num-nodes", "2", "--gpus", "16"], ray=one_joined).errors
+    assert "8 GPUs on 1 node(s), the run needs 16" in err and "wait forever" in err
+    (err,) = run(ALF, ray=ConnectionError("refused")).errors
+    assert "cannot attach" in err and "refused" in err
+
+
+def test_explicit_cpu_need_overrides_the_sum():
+    rep = run(ALF + ["--ray-cpus-needed", "40"], ray=None, cpus=32)
+    assert "needs 40" in rep.errors[0]
+
+
+def test_model_params(tmp_path):
+    cfg = {"hidden_size": 1536, "num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2,
+           "intermediate_size": 8960, "vocab_size": 151936, "tie_word_embeddings": True, "model_type": "qwen2"}
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
+    assert pf.model_params(str(tmp_path / "m"), lambda m: None)[0] == BUILTIN["1.5b"].params
+    # a Hugging Face name: its cached config.json, else the size in its name
+    cached = str(tmp_path / "m" / "config.json")
+    params, source = pf.model_params("Qwen/Qwen2.5-1.5B-Instruct", lambda m: cached)
+    assert params == BUILTIN["1.5b"].params and "config.json" in source
+    assert pf.model_params("Qwen/Qwen2.5-7B-Instruct", lambda m: None)[0] == 7 * 10 ** 9
+    assert pf.model_params("Qwen/Qwen2.5-0.5B-Instruct", lambda m: None)[0] == 5 * 10 ** 8
+    assert pf.model_params("org/smol-135M", lambda m: None)[0] == 135 * 10 ** 6
+    params, why = pf.model_params("org/mystery", lambda m: None)
+    assert params is None and "no cached config.json" in why
+
+
+def test_checkpoint_bytes():
+    # 2 ZeRO-3 checkpoints x 16 B + (2 + 1) HF copies at the peak + the final model x 2 B = 40 B per parameter
+    assert pf.checkpoint_bytes(10 ** 9, 2) == 40 * 10 ** 9
+    assert pf.checkpoint_bytes(10 ** 9, 2, save_hf=False) == 34 * 10 ** 9
+    assert pf.checkpoint_bytes(10 ** 9, 5) == (5 * 16 + 7 * 2) * 10 ** 9
+
+
+def test_disk_check(tmp_path):
+    argv = ["--disk", "/runs/x", "--model", "Qwen/Qwen2.5-7B-Instruct", "--ckpt-max-num", "2"]
+    (err,) = run(argv, free=100 * GIB).errors  # 7B: 40 B x 7e9 = 260.8 GiB
+    assert "100.0 GiB free at /runs/x" in err and "need about 260.8 GiB" in err and "7.00B parameters" in err
+    assert "2 DeepSpeed ZeRO-3 checkpoint(s) x 16 B/param" in err and "3 HF checkpoint(s)" in err
+    rep = run(argv, free=300 * GIB)
+    assert not rep.errors and "300.0 GiB free" in rep.ok[0]
+    assert "need about 10.0 GiB" in run(["--disk", "/r", "--disk-needed-gb", "10"], free=GIB).errors[0]
+    rep = run(["--disk", "/r", "--model", "org/mystery"], free=GIB)
+    assert not rep.errors and "not checked" in rep.warnings[0] and "DISK_NEEDED_GB" in rep.warnings[0]
+    # the output folder does not exist yet: its nearest existing parent is measured
+    where, free = pf.disk_free(str(tmp_path / "a" / "b" / "c"))
+    assert where == str(tmp_path) and free > 0
+
+
+def test_webshop_url():
+    rep = run(["--url", "http://10.0.0.5:3000"], health={"goals": 12087})
+    assert not rep.errors and "12087 goals" in rep.ok[0]
+    (err,) = run(["--num-nodes", "2", "--url", "http://10.0.0.5:3000"], health=OSError("connection refused")).errors
+    assert "http://10.0.0.5:3000/health does not answer" in err and "connection refused" in err
+    assert "all 2 nodes must reach this same URL" in err
+
+
+def test_main_exit_status_and_messages(capsys):
+    def fakes(cpus):
+        return dict(ray_query=lambda: None, this_machine_cpus=lambda: cpus, free_fn=lambda p: (p, 10 ** 15),
+                    fetch=lambda u: {"goals": 1}, config_lookup=lambda m: None)
+
+    assert pf.main(ALF + ["--disk", "/r", "--model", "x-1B"], **fakes(64)) == 0
+    err = capsys.readouterr().err
+    assert err.count("preflight: ok:") == 2 and "error" not in err
+    assert pf.main(ALF + ["--url", "http://h:1"], **fakes(4)) == 1
+    err = capsys.readouterr().err
+    assert "error: preflight: Ray" in err and "preflight failed" in err and "GPU_PREFLIGHT=0" in err
+    assert pf.main([], **fakes(1)) == 0  # nothing asked, nothing checked
+
+
+def test_the_cluster_looked_at_is_the_one_training_attaches_to(monkeypatch):
+    """RAY_ADDRESS if set; never a Ray some other program started with ray.init() ("auto" would attach to it)."""
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
+    assert pf.training_ray_address() == "10.0.0.5:6379"
+    (err,) = run(ALF, ray=ConnectionError("timed out")).errors
+    assert "RAY_ADDRESS=10.0.0.5:6379" in err and "timed out" in err
