@@ -240,6 +240,60 @@ def val_curve_lines(rec_dir: Path, final_iteration) -> list[str]:
             "|---|---|---|" + "---|" * len(cols), *rows]
 
 
+def plot_record(rec_dir) -> Path | None:
+    """``results/NAME/curves.png``: training success per iteration (mean +- SD over training seeds, per method) and
+    the validation curve (mean over seeds and games), drawn from the record alone."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from gaca_openrlhf.report.stats import success_matrix
+
+    rec_dir = Path(rec_dir)
+    curves: dict = {}
+    for f in sorted((rec_dir / "metrics").glob("*.jsonl")):
+        method = f.stem.rsplit("_seed", 1)[0]
+        recs = [r for r in _read_jsonl(f) if not r.get("rollout/skipped")]
+        curves.setdefault(method, []).append([r.get("rollout/success_rate") for r in recs])
+    if not curves:
+        return None
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for m in _order(curves):
+        n = min(len(c) for c in curves[m])
+        arr = np.array([[np.nan if v is None else v for v in c[:n]] for c in curves[m]], dtype=float)
+        x = np.arange(1, n + 1)
+        mean, sd = np.nanmean(arr, axis=0), np.nanstd(arr, axis=0)
+        ax1.plot(x, 100 * mean, label=f"{m.upper()} ({arr.shape[0]} seeds)")
+        ax1.fill_between(x, 100 * (mean - sd), 100 * (mean + sd), alpha=0.2)
+    ax1.set(xlabel="RL iteration", ylabel="training success (%)", title="Training success (mean +- SD over seeds)")
+    ax1.legend()
+    ep = rec_dir / "episodes"
+    steps = sorted({int(f.stem[8:]) for f in ep.glob("*/val_step*.jsonl")})
+    final = json.loads((rec_dir / "record.json").read_text()).get("config", {}).get("rl_iterations")
+    if (ep / "warm_start" / "val.jsonl").is_file():
+        _, games = success_matrix({0: _read_jsonl(ep / "warm_start" / "val.jsonl")})
+        warm = success_matrix({0: _read_jsonl(ep / "warm_start" / "val.jsonl")}, games)[0].mean()
+        for m in _order(curves):
+            runs = [d for d in sorted(ep.iterdir()) if d.name.rsplit("_seed", 1)[0] == m
+                    and all((d / f"val_step{k}.jsonl").is_file() for k in steps) and (d / "val.jsonl").is_file()]
+            if not runs:
+                continue
+            ys = [warm] + [success_matrix({i: _read_jsonl(d / f"val_step{k}.jsonl") for i, d in enumerate(runs)},
+                                          games)[0].mean() for k in steps]
+            ys.append(success_matrix({i: _read_jsonl(d / "val.jsonl") for i, d in enumerate(runs)}, games)[0].mean())
+            ax2.plot([0] + steps + [final], [100 * y for y in ys], marker="o", label=f"{m.upper()} ({len(runs)} seeds)")
+        ax2.set(xlabel="RL iteration", ylabel="validation success (%)",
+                title=f"Validation panel ({len(games)} games)")
+        ax2.legend()
+    fig.tight_layout()
+    out = rec_dir / "curves.png"
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
+
+
 MARK = re.compile(r"(<!-- results:([\w.-]+) -->\n)(.*?)(<!-- /results:\2 -->)", re.S)
 
 
@@ -282,6 +336,8 @@ def main(argv=None) -> int:
         print("README tables agree with results/")
         return 0
     if args.write:
+        for name in MARK.findall(old):
+            plot_record(Path(args.results) / name[1])
         readme.write_text(new)
         print(f"updated {readme}")
         return 0

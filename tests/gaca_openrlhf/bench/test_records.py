@@ -102,3 +102,9 @@ def test_project_readme_agrees_with_committed_results():
     proc = subprocess.run([sys.executable, "-m", "gaca_openrlhf.bench.records", "render"], cwd=ROOT,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_curves_figure_is_drawn_from_the_record(tmp_path):
+    records.collect(_fake_out(tmp_path), tmp_path / "results" / "r1")
+    out = records.plot_record(tmp_path / "results" / "r1")
+    assert out == tmp_path / "results" / "r1" / "curves.png" and out.stat().st_size > 5000
