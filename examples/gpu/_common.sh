@@ -186,7 +186,11 @@ common_args() {
     COMMON_ARGS+=(--ckpt.load_enable)
   fi
   if [[ "$REHEARSAL" == "1" ]]; then  # README "Rehearsal": what differs from the node
-    COMMON_ARGS+=(--gaca.backend rehearsal --ds.attn_implementation sdpa --vllm.enforce_eager)
+    # REHEARSAL_DTYPE (default auto): the node trains in bf16; a CPU without native bf16 matmuls (AVX2 only)
+    # multiplies bf16 in a scalar kernel, ~6x slower, so the rehearsal takes the CPU backend's dtype rule there
+    # (fp32; bf16 on AVX512-bf16/AMX CPUs). The engines follow (GACA_REHEARSAL_DTYPE, trainer/launch.py).
+    COMMON_ARGS+=(--gaca.backend rehearsal --ds.attn_implementation sdpa --vllm.enforce_eager
+                  --ds.param_dtype "${REHEARSAL_DTYPE:-auto}")
   else
     COMMON_ARGS+=(--gaca.backend gpu)
   fi

@@ -641,3 +641,14 @@ def test_readme_documents_many_nodes():
                    "ray job submit", "shared storage", "SAVE_PATH", "ALFWORLD_DATA", "WEBSHOP_ADVERTISE_HOST",
                    "WEBSHOP_HOST", "MAX_FAILED_FRAC", "preflight", "not implemented"):
         assert needle in section, needle
+
+
+def test_rehearsal_takes_the_cpu_dtype_rule_and_the_node_keeps_bf16():
+    def dtype(**env):  # the last --ds.param_dtype of the printed command wins (argparse)
+        (cmd,) = [c for c in dry_run("train_gaca_alfworld.sh", SAVE_PATH="/tmp/out_d", **env)
+                  if c[1:3] == ["-m", "gaca_openrlhf.cli.train_ppo"]]
+        return [cmd[i + 1] for i, a in enumerate(cmd) if a == "--ds.param_dtype"][-1]
+
+    assert dtype() == "bf16"
+    assert dtype(REHEARSAL="1", MODEL="/m") == "auto"
+    assert dtype(REHEARSAL="1", MODEL="/m", REHEARSAL_DTYPE="bf16") == "bf16"
