@@ -168,11 +168,11 @@ def render_record(rec_dir) -> str:
     panels = [(p, title) for p, title in PANELS if (rec_dir / "episodes" / "warm_start" / f"{p}.jsonl").is_file()]
     lines = [f"Record `results/{rec_dir.name}` ({rec.get('what') or 'run'}; commit {str(rec.get('git_commit'))[:7]}, "
              f"started {rec.get('started_utc')}). Setting: {setting_line(cfg, rec.get('cpu', '?'))}.", ""]
+    mats_by_panel = {p: _matrices(rec_dir, p) for p, _ in panels}
     header = "| | training seeds | " + " | ".join(
-        f"{title} ({_matrices(rec_dir, p)[0].shape[1]} games): success % [95% CI] / gain (points)" for p, title in panels)
+        f"{title} ({mats_by_panel[p][0].shape[1]} games): success % [95% CI] / gain (points)" for p, title in panels)
     lines += [header + " |", "|---|---|" + "---|" * len(panels)]
     all_methods: set = set()
-    mats_by_panel = {p: _matrices(rec_dir, p) for p, _ in panels}
     for p, _ in panels:
         all_methods |= set(mats_by_panel[p][1])
     warm_cells = [interval(mats_by_panel[p][0]).fmt_level() for p, _ in panels]
@@ -216,7 +216,7 @@ def val_curve_lines(rec_dir: Path, final_iteration) -> list[str]:
     warm = ep_root / "warm_start" / "val.jsonl"
     if not steps or not warm.is_file():
         return []
-    _, games = success_matrix({0: _read_jsonl(warm)})
+    warm_matrix, games = success_matrix({0: _read_jsonl(warm)})
     cols = steps + ([int(final_iteration)] if final_iteration else [])
     rows = []
     by_method: dict = {}
@@ -226,7 +226,7 @@ def val_curve_lines(rec_dir: Path, final_iteration) -> list[str]:
             files = [d / f"val_step{s}.jsonl" for s in steps] + [d / "val.jsonl"]
             if all(f.is_file() for f in files):
                 by_method.setdefault(method, []).append(files)
-    warm_cell = interval(success_matrix({0: _read_jsonl(warm)}, games)[0]).fmt_level()
+    warm_cell = interval(warm_matrix).fmt_level()
     for m in _order(by_method):
         runs = by_method[m]
         cells = [interval(success_matrix({i: _read_jsonl(r[k]) for i, r in enumerate(runs)}, games)[0]).fmt_level()
