@@ -26,7 +26,7 @@ import time
 
 def main(argv=None) -> int:
     from gaca_openrlhf.eval import cli as ev
-    from gaca_openrlhf.eval.panels import PanelError, resolve_panel
+    from gaca_openrlhf.eval.panels import PanelError, resolve_panel, tasks_digest
     from gaca_openrlhf.eval.runner import RunConfig, run_episodes, summarize, tokenizer_encoder
 
     pre = argparse.ArgumentParser(add_help=False)
@@ -97,7 +97,8 @@ def main(argv=None) -> int:
         summary = summarize(episodes)
         result = {**summary, "config": {
             "model": model, "env": args.env, "panel": panel.name, "panel_arg": panel_arg, "panel_meta": panel.meta,
-            "num_tasks": len(panel.tasks), "episodes_per_task": args.episodes_per_task, "seed": seed,
+            "num_tasks": len(panel.tasks), "tasks_sha1": tasks_digest(panel.tasks),
+            "episodes_per_task": args.episodes_per_task, "seed": seed,
             "temperature": args.temperature, "top_p": args.top_p, "max_steps": args.max_steps,
             "max_tokens": args.max_tokens, "history_k": args.history_k,
             "invalid_action": base.invalid_action, "prompt_max_len": args.prompt_max_len,

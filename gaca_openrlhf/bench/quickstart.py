@@ -79,6 +79,9 @@ class QuickstartConfig:
     # wins 35.9 % of 64) and one game of 16 is 6.25 points; measured 64-game eval ~90 s with 16 env slots (16: ~60 s)
     heldout_games: int = 128  # test panel: valid_seen games (the paper's in-distribution panel size)
     unseen_games: int = 64  # test panel: valid_unseen games (ALFRED's unseen floor plans); 0 = none
+    # the retired tuning panel: the pre-issue-24 quickstart's held-out panel (valid_seen, generator seed --data-seed),
+    # on which its defaults were chosen; generated only so that every panel of today excludes it; 0 = none
+    retired_games: int = 64
     val_games: int = 64  # validation panel (valid_seen, own generator seed): every choice of a default is made here
     # learning curve on the validation panel: RL saves an HF checkpoint every N iterations and each is evaluated on
     # the validation panel after the run (the final model is evaluated on every panel anyway); 0 = final model only
@@ -141,7 +144,8 @@ class QuickstartConfig:
 
 PRESETS = {
     "full": QuickstartConfig(),
-    "smoke": QuickstartConfig(train_games=4, heldout_games=3, unseen_games=2, val_games=2, max_receptacles=3, max_distractor_types=2,
+    "smoke": QuickstartConfig(train_games=4, heldout_games=3, unseen_games=2, val_games=2, retired_games=2,
+                              max_receptacles=3, max_distractor_types=2,
                               model_size="smoke", sft_epochs=2.0,
                               max_steps=6, max_new_tokens=40, rl_iterations=2, rl_tasks_per_iter=2, rl_n=2,
                               rl_mini_batch_steps=8, num_envs=3, val_every=1),
@@ -149,6 +153,8 @@ PRESETS = {
 COMPARE_SEEDS = (0, 1, 2, 3, 4)  # issue 24: at least 5 training seeds per method
 #: the validation panel's generator seed is this plus --data-seed (train and test panels use --data-seed)
 VALIDATION_SEED_OFFSET = 500
+#: the test panels' generator seed is this plus --data-seed (train uses --data-seed)
+TEST_SEED_OFFSET = 2000
 #: the RL pool's generator seed is this plus --data-seed (the SFT games and the held-out panel use --data-seed)
 RL_POOL_SEED_OFFSET = 1000
 #: RL iterations per run in a full --compare: 9 runs x (~8 min RL + ~1.3 min eval) + the ~15 min warm start fits the
@@ -293,40 +299,56 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
     root = stem.with_name(f"{stem.name}-s{cfg.data_seed}-n{cfg.train_games}x{cfg.heldout_games}")
     extra = [arg for _, flag, value, _ in caps for arg in (flag, str(value))]
 
-    def generate(root: Path, split: str, n: int, seed: int, exclude=()) -> None:
-        marker = root / f".complete-{split}-{n}"
-        if marker.is_file():
-            return
-        split_dir = root / "json_2.1.1" / split
-        if split_dir.exists():
+    split_dir = lambda r, split: str(r / "json_2.1.1" / split)  # noqa: E731
+
+    def generate(root: Path, split: str, n: int, seed: int, exclude=()) -> str:
+        """Generate ``split`` under ``root`` unless it is there already from the same command and the same
+        excluded splits (each split's marker holds its command and its exclusions' markers)."""
+        cmd = [sys.executable, "-m", "agents.alfworld", "generate", "--out", str(root), "--split", split,
+               "--num-games", str(n), "--seed", str(seed), "--task-types", types, *extra,
+               *[a for d in exclude for a in ("--exclude-split", d)]]
+        marker = root / f".complete-{split}"
+        stamp = shlex.join(cmd[1:]) + "".join(
+            "\n" + (Path(d).parent.parent / f".complete-{Path(d).name}").read_text() for d in exclude)
+        if marker.is_file() and marker.read_text() == stamp:
+            return split_dir(root, split)
+        if Path(split_dir(root, split)).exists():
             import shutil
 
-            shutil.rmtree(split_dir)  # a partial or differently-sized split: regenerate (deterministic)
-        run_logged([sys.executable, "-m", "agents.alfworld", "generate", "--out", str(root), "--split", split,
-                    "--num-games", str(n), "--seed", str(seed), "--task-types", types, *extra,
-                    "--workers", str(min(4, os.cpu_count() or 1)), "--no-progress",
-                    *[a for d in exclude for a in ("--exclude-split", d)]],
-                   con.log_dir / "data.log", env=_env())
-        marker.write_text("ok\n")
+            shutil.rmtree(split_dir(root, split))  # partial, or from other settings: regenerate (deterministic)
+        marker.unlink(missing_ok=True)
+        run_logged(cmd + ["--workers", str(min(4, os.cpu_count() or 1)), "--no-progress"], con.log_dir / "data.log",
+                   env=_env())
+        marker.write_text(stamp)
+        return split_dir(root, split)
 
-    # Splits: train; the test panels valid_seen (`heldout_games`) and valid_unseen (`unseen_games`, ALFRED's unseen
-    # floor plans); the validation panel (`val_games`, valid_seen of its own generator seed, in its own root). Each
-    # later split excludes the goals and first observations of the earlier ones (agents.alfworld.disjoint).
-    split_dir = lambda r, split: str(r / "json_2.1.1" / split)  # noqa: E731
-    generate(root, "train", cfg.train_games, cfg.data_seed)
-    generate(root, "valid_seen", cfg.heldout_games, cfg.data_seed, [split_dir(root, "train")])
-    splits = {"train": split_dir(root, "train"), "test": split_dir(root, "valid_seen")}
+    # Splits, each excluding the goals and first observations of every earlier one (agents.alfworld.disjoint):
+    # 1. train (the SFT and RL games; its root keeps its historical name, which the RL runs' commands hold);
+    # 2. retired: the valid_seen panel the defaults were tuned on before issue 24 (64 games of generator seed
+    #    --data-seed, nothing excluded) -- generated only to be kept out of the panels below;
+    # 3. the test panels (own generator seed, own root): valid_seen (`heldout_games`) and valid_unseen
+    #    (`unseen_games`, ALFRED's unseen floor plans) -- reported, never used for a choice;
+    # 4. the validation panel (`val_games`, valid_seen, own seed and root): every choice of a default is made here.
+    splits = {"train": generate(root, "train", cfg.train_games, cfg.data_seed)}
+    if cfg.retired_games > 0:
+        retired_root = stem.with_name(f"{stem.name}-s{cfg.data_seed}-retired{cfg.retired_games}")
+        splits["retired"] = generate(retired_root, "valid_seen", cfg.retired_games, cfg.data_seed)
+    test_seed = TEST_SEED_OFFSET + cfg.data_seed
+    test_root = stem.with_name(f"{stem.name}-s{test_seed}-test{cfg.heldout_games}u{cfg.unseen_games}")
+    splits["test"] = generate(test_root, "valid_seen", cfg.heldout_games, test_seed, list(splits.values()))
     if cfg.unseen_games > 0:
-        generate(root, "valid_unseen", cfg.unseen_games, cfg.data_seed, list(splits.values()))
-        splits["test_unseen"] = split_dir(root, "valid_unseen")
-    val_root = root.with_name(f"{root.name}u{cfg.unseen_games}-val{cfg.val_games}")
+        splits["test_unseen"] = generate(test_root, "valid_unseen", cfg.unseen_games, test_seed,
+                                         list(splits.values()))
+    val_root = stem.with_name(f"{stem.name}-s{VALIDATION_SEED_OFFSET + cfg.data_seed}-val{cfg.val_games}")
     if cfg.val_games > 0:
-        generate(val_root, "valid_seen", cfg.val_games, VALIDATION_SEED_OFFSET + cfg.data_seed, list(splits.values()))
-        splits["val"] = split_dir(val_root, "valid_seen")
+        splits["val"] = generate(val_root, "valid_seen", cfg.val_games, VALIDATION_SEED_OFFSET + cfg.data_seed,
+                                 list(splits.values()))
     from agents.alfworld.disjoint import OverlapError, check_disjoint
 
-    try:
-        check_disjoint(splits)  # the generator excluded these already; a changed generator must not slip through
+    try:  # the generator excluded these already; a changed generator must not slip through
+        check_disjoint({k: v for k, v in splits.items() if k != "retired"})
+        if "retired" in splits:  # the retired panel may share games with train, never with a panel of today
+            check_disjoint({k: v for k, v in splits.items() if k != "train"})
     except OverlapError as e:
         raise PhaseError(f"generated splits overlap: {e}") from e
     from agents.alfworld.panels import build_panel, save_panel
@@ -334,7 +356,8 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
 
     type_ids = [int(t) for t in types.split(",")]
     train = build_panel(str(root), "quickstart_train", "train", task_types=type_ids)
-    held = build_panel(str(root), "quickstart_heldout", "valid_seen", task_types=type_ids)
+    held = build_panel(str(test_root), "quickstart_heldout", "valid_seen", task_types=type_ids)
+    held["games"] = [str(test_root / g) for g in held["games"]]  # absolute: another data root than training's
     counts = {"train": train["num_games"], "heldout": held["num_games"]}
     if not counts["train"] or not counts["heldout"]:
         raise PhaseError(f"no games generated under {root} ({counts}); see {con.log_dir / 'data.log'}")
@@ -343,13 +366,14 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
     st.data, st.panel, st.rl_data = str(root), str(out / "data" / "heldout_panel.json"), str(root)
     st.extra_panels = {}
     if cfg.unseen_games > 0:
-        unseen = build_panel(str(root), "quickstart_test_unseen", "valid_unseen", task_types=type_ids)
+        unseen = build_panel(str(test_root), "quickstart_test_unseen", "valid_unseen", task_types=type_ids)
+        unseen["games"] = [str(test_root / g) for g in unseen["games"]]
         counts["test_unseen"] = unseen["num_games"]
         save_panel(unseen, str(out / "data" / "test_unseen_panel.json"))
         st.extra_panels["test_unseen"] = str(out / "data" / "test_unseen_panel.json")
     if cfg.val_games > 0:
         val = build_panel(str(val_root), "quickstart_val", "valid_seen", task_types=type_ids)
-        val["games"] = [str(val_root / g) for g in val["games"]]  # absolute: another data root than the tests'
+        val["games"] = [str(val_root / g) for g in val["games"]]
         counts["val"] = val["num_games"]
         save_panel(val, str(out / "data" / "val_panel.json"))
         st.extra_panels["val"] = str(out / "data" / "val_panel.json")
@@ -372,7 +396,7 @@ def phase_data_alfworld(cfg: QuickstartConfig, st: State, out: Path, con: Consol
         pool_note = f"; RL pool {len(rl_games)} other games ({pool})"
     write_tasks(rl_games, str(out / "data" / "train_tasks.jsonl"))
     st.train_tasks = str(out / "data" / "train_tasks.jsonl")
-    return (f"{counts['train']} train games; test panels: {counts['heldout']} valid_seen"
+    return (f"{counts['train']} train games; test panels (seed {test_seed}): {counts['heldout']} valid_seen"
             + (f", {counts['test_unseen']} valid_unseen" if "test_unseen" in counts else "")
             + (f"; validation panel {counts['val']} valid_seen (seed {VALIDATION_SEED_OFFSET + cfg.data_seed})"
                if "val" in counts else "") + f"; disjoint; task types {types}"
@@ -482,19 +506,33 @@ def _eval_cmd(cfg: QuickstartConfig, st: State, model: str, out_dir: Path, seeds
     return cmd
 
 
+def panel_digests(cfg: QuickstartConfig, st: State, panels: dict[str, str]) -> dict[str, str]:
+    """name -> :func:`~gaca_openrlhf.eval.panels.tasks_digest` of each panel (``""``: the main one) as
+    :func:`_eval_cmd` has :mod:`.evaluate` resolve it (ALFWorld: every game of the panel file; WebShop: the first
+    ``heldout_games`` goals of the split)."""
+    from gaca_openrlhf.eval.panels import resolve_panel, tasks_digest
+
+    alfworld = cfg.env == "alfworld"
+    return {name: tasks_digest(resolve_panel(cfg.env, arg, data_root=st.data if alfworld else None,
+                                             num_tasks=None if alfworld else cfg.heldout_games).tasks)
+            for name, arg in panels.items()}
+
+
 def reusable_eval(cfg: QuickstartConfig, out_dir: Path, model: str, seeds, extra_panels=None,
-                  panel_arg: str | None = None) -> bool:
-    """``--resume``: every seed's result is in ``out_dir``, written after ``model`` was, with this run's settings."""
+                  panel_arg: str | None = None, digests: dict[str, str] | None = None) -> bool:
+    """``--resume``: every seed's result is in ``out_dir``, written after ``model`` was, with this run's settings;
+    with ``digests`` (panel name -> :func:`panel_digests`) also on exactly these panels' tasks -- a panel file
+    regenerated with other games keeps its path, so the path alone does not tell."""
     model_file = Path(model) / "config.json"
     if not model_file.is_file():
         return False
     want = {"model": model, "env": cfg.env, "temperature": cfg.eval_temperature, "max_steps": cfg.max_steps,
             "max_tokens": cfg.max_new_tokens, "num_tasks": cfg.heldout_games, "episodes_per_task": 1}
     extra_panels = extra_panels or {}
-    files = [(out_dir / f"seed{seed}.json", seed, panel_arg) for seed in seeds]
-    files += [(out_dir / name / f"seed{seed}.json", seed, path) for name, path in sorted(extra_panels.items())
+    files = [(out_dir / f"seed{seed}.json", seed, "", panel_arg) for seed in seeds]
+    files += [(out_dir / name / f"seed{seed}.json", seed, name, path) for name, path in sorted(extra_panels.items())
               for seed in seeds]
-    for f, seed, panel_arg in files:
+    for f, seed, name, panel_arg in files:
         if not f.is_file() or f.stat().st_mtime < model_file.stat().st_mtime:
             return False
         try:
@@ -504,6 +542,8 @@ def reusable_eval(cfg: QuickstartConfig, out_dir: Path, model: str, seeds, extra
         expect = dict(want, seed=seed) if panel_arg is None else {**want, "seed": seed, "panel_arg": panel_arg}
         if panel_arg is not None:
             expect.pop("num_tasks")
+        if digests is not None:
+            expect["tasks_sha1"] = digests[name]
         if any(got.get(k) != v for k, v in expect.items()):
             return False
     return True
@@ -516,7 +556,8 @@ def phase_eval(cfg: QuickstartConfig, st: State, out: Path, con: Console, label:
     seeds = tuple(seeds or cfg.eval_seeds)
     out_dir = out / "eval" / label
     extra_panels = st.extra_panels
-    reused = st.resume and reusable_eval(cfg, out_dir, model, seeds, extra_panels)
+    reused = st.resume and reusable_eval(cfg, out_dir, model, seeds, extra_panels,
+                                         digests=panel_digests(cfg, st, {"": st.panel, **extra_panels}))
     if reused:
         st.note_reused(f"eval-{label}", out_dir)
     else:
@@ -549,7 +590,8 @@ def val_curve(cfg: QuickstartConfig, st: State, con: Console, label: str, out_di
     for step, ckpt in sorted(steps):
         dest = out_dir / "val_curve" / f"step{step}"
         panel = {"": st.extra_panels["val"]}
-        if not (st.resume and reusable_eval(cfg, dest, str(ckpt), cfg.eval_seeds, {}, panel_arg=panel[""])):
+        if not (st.resume and reusable_eval(cfg, dest, str(ckpt), cfg.eval_seeds, {}, panel_arg=panel[""],
+                                            digests=panel_digests(cfg, st, panel))):
             cmd = _eval_cmd(cfg, replace(st, panel=st.extra_panels["val"], extra_panels={}), str(ckpt), dest,
                             cfg.eval_seeds)
             run_logged(cmd, con.log_dir / f"eval-{label}-val-step{step}.log", env=_env())

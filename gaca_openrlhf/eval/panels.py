@@ -150,6 +150,14 @@ def alfworld_generated(data_root: str | None, games: list[str] | None = None) ->
     return False
 
 
+def tasks_digest(tasks: list[str]) -> str:
+    """A short digest of a panel's task list: two evaluations with the same digest ran the same tasks in the same
+    order (``--resume`` must not reuse results of a panel whose file was regenerated with other games)."""
+    import hashlib
+
+    return hashlib.sha1("\n".join(tasks).encode("utf-8")).hexdigest()[:16]
+
+
 def resolve_panel(env: str, panel: str, *, data_root: str | None = None, panel_dir: str | None = None,
                   num_tasks: int | None = None, panel_seed: int = 0) -> Panel:
     """The panel of ``env`` named ``panel`` (see module doc); ``num_tasks`` keeps the first N tasks."""

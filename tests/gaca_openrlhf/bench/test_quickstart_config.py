@@ -139,8 +139,11 @@ def test_data_phase_generates_the_documented_subset(tmp_path, monkeypatch):
     st = State()
     detail = phase_data_alfworld(cfg, st, tmp_path / "out", Console(tmp_path / "out", 1))
     assert "-r3-" in Path(st.data).name and "<= 3 receptacles" in detail
-    games = list(Path(st.data).glob("json_2.1.1/*/*/*/game.tw-pddl"))
-    assert len(games) == 4  # train 2, valid_seen 1, valid_unseen 1 (the validation panel has its own root)
+    panels = [json.loads((tmp_path / "out" / "data" / f).read_text())["games"]
+              for f in ("heldout_panel.json", "test_unseen_panel.json", "val_panel.json")]
+    games = list(Path(st.data).glob("json_2.1.1/*/*/*/game.tw-pddl")) + [Path(g) / "game.tw-pddl" for p in panels
+                                                                          for g in p]
+    assert len(games) == 2 + 1 + 1 + cfg.val_games and all(g.is_file() for g in games)
     for g in games:  # bug caught: the option not passed on (full rooms have 5-30 receptacles)
         lines = json.loads(g.read_text())["pddl_problem"].splitlines()
         assert 1 <= sum(ln.endswith(" - receptacle") and not ln.lstrip().startswith("?") for ln in lines) <= 3
@@ -238,3 +241,42 @@ def test_resume_reuses_an_evaluation_only_when_every_panel_is_there(tmp_path):
     assert not reusable_eval(cfg, out, str(model), (0,), extra)  # another validation panel
     (out / "val" / "seed0.json").write_text(json.dumps({"config": {**want, "panel_arg": "/abs/val.json"}}))
     assert reusable_eval(cfg, out, str(model), (0,), extra)
+
+
+def test_panels_exclude_the_retired_tuning_panel_and_follow_their_exclusions(tmp_path, monkeypatch):
+    """The test panels once shared generator seed 0 with the panel the defaults were tuned on, so 64 of the 128
+    test games *were* that panel. Today the retired panel is regenerated exactly as the old quickstart drew it and
+    every panel excludes it; a split whose exclusions changed is generated again (its marker holds them)."""
+    import subprocess
+    import sys
+    from dataclasses import replace
+
+    from agents.alfworld.disjoint import split_keys
+    from gaca_openrlhf.bench.quickstart import Console, phase_data_alfworld
+
+    monkeypatch.setenv("GACA_CACHE", str(tmp_path / "cache"))
+    cfg = replace(cfg_of("--smoke"), train_games=2, heldout_games=3, unseen_games=1, val_games=1, retired_games=3)
+    out = tmp_path / "out"
+    phase_data_alfworld(cfg, State(), out, Console(out, 1))
+    retired = next((tmp_path / "cache").rglob("*-retired3/json_2.1.1/valid_seen"))
+    # the old quickstart's panel: valid_seen of generator seed --data-seed, nothing excluded
+    subprocess.run([sys.executable, "-m", "agents.alfworld", "generate", "--out", str(tmp_path / "old"), "--split",
+                    "valid_seen", "--num-games", "3", "--seed", str(cfg.data_seed), "--task-types", "1",
+                    "--max-receptacles", "3", "--max-distractor-types", "2", "--no-progress"], check=True,
+                   capture_output=True)
+    old = {k.opening for k in split_keys(str(tmp_path / "old" / "json_2.1.1" / "valid_seen"))}
+    assert {k.opening for k in split_keys(str(retired))} == old
+    for name in ("heldout_panel.json", "test_unseen_panel.json", "val_panel.json"):
+        games = json.loads((out / "data" / name).read_text())["games"]
+        assert games and not {k.opening for k in map(_keys_of, games)} & old, name
+    test_root = Path(json.loads((out / "data" / "heldout_panel.json").read_text())["games"][0]).parents[3]
+    marker = test_root / ".complete-valid_seen"
+    assert "retired3" in marker.read_text()
+    phase_data_alfworld(replace(cfg, retired_games=2), State(), out, Console(out, 1))
+    assert "retired2" in marker.read_text() and "retired3" not in marker.read_text()  # generated again
+
+
+def _keys_of(game_dir):
+    from agents.alfworld.disjoint import game_keys
+
+    return game_keys(game_dir)

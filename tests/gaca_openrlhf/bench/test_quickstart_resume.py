@@ -126,3 +126,32 @@ def test_a_reused_phase_keeps_the_time_it_took_when_it_ran(tmp_path):
     assert st.reused == ["rl-grpo_seed0", "eval-grpo_seed0"] and st.reused_wall_s == {"rl-grpo_seed0": 546.2}
     md = _provenance_md({"reused": st.reused, "reused_wall_s": st.reused_wall_s}, {})
     assert "rl-grpo_seed0 (546 s), eval-grpo_seed0" in md
+
+
+def test_an_evaluation_of_a_regenerated_panel_is_not_reused(tmp_path):
+    """Bug caught: the test panel file was regenerated with other games under the same path, and --resume reused
+    the evaluations of the old games."""
+    cfg = cfg_of()
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    _age(model / "config.json", 100)
+    write_eval(tmp_path / "ev", cfg, str(model), (0,), tasks_sha1="aaaa")
+    assert reusable_eval(cfg, tmp_path / "ev", str(model), (0,))  # without digests: the path alone
+    assert reusable_eval(cfg, tmp_path / "ev", str(model), (0,), digests={"": "aaaa"})
+    assert not reusable_eval(cfg, tmp_path / "ev", str(model), (0,), digests={"": "bbbb"})
+
+
+def test_panel_digests_follow_the_games_not_the_path(tmp_path):
+    from gaca_openrlhf.bench.quickstart import panel_digests
+
+    cfg, st = cfg_of(), State(data=str(tmp_path))
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    panel = tmp_path / "panel.json"
+    panel.write_text(json.dumps({"name": "p", "games": [str(tmp_path / "a")]}))
+    first = panel_digests(cfg, st, {"": str(panel)})
+    panel.write_text(json.dumps({"name": "p", "games": [str(tmp_path / "b")]}))
+    assert panel_digests(cfg, st, {"": str(panel)}) != first
+    ws = cfg_of("--env", "webshop")
+    assert panel_digests(ws, st, {"": "test"}) != panel_digests(ws, st, {"": "eval"})
