@@ -19,8 +19,10 @@ it unless ``DRY_RUN=1`` (it prints the command instead), ``REHEARSAL=1`` or ``GP
   (its nearest existing parent) against the checkpoints kept: per DeepSpeed ZeRO-3 checkpoint ~16 bytes/parameter
   (bf16 weights + fp32 master weights + Adam m and v, summed over all ranks' shards), per HF copy 2 bytes/parameter;
   ``--ckpt.max_num`` DeepSpeed checkpoints, ``max_num + 1`` HF copies at the peak (the oldest is removed after the
-  new one is written, ``gaca_openrlhf/trainer/actors.py``) and the final HF model. The parameter count comes from the
-  model's config.json (a local folder or the Hugging Face cache), else from its name (``...-7B-...``).
+  new one is written, ``gaca_openrlhf/trainer/actors.py``) and the final HF model, plus ``--hf-kept`` HF copies kept
+  apart from the rotation (``EVAL_CKPTS=1`` of the comparison and ablation scripts keeps every HF checkpoint in
+  ``SAVE_PATH/hf/``). The parameter count comes from the model's config.json (a local folder or the Hugging Face
+  cache), else from its name (``...-7B-...``).
 * **WebShop** (``--url``): ``URL/health`` answers from this node. Env workers on every node use the same URL.
 
 Every external query (Ray, disk, HTTP, config lookup) is a parameter of :func:`run_checks`, for the tests.
@@ -155,9 +157,11 @@ def model_params(model: str, config_lookup: Callable[[str], Optional[str]] = cac
     return None, why
 
 
-def checkpoint_bytes(params: int, max_num: int, save_hf: bool = True) -> int:
-    """Disk taken at the peak by ``max_num`` DeepSpeed checkpoints, ``max_num + 1`` HF copies and the final model."""
-    hf_copies = (max_num + 1 if save_hf else 0) + 1
+def checkpoint_bytes(params: int, max_num: int, save_hf: bool = True, hf_kept: int = 0) -> int:
+    """Disk taken at the peak by ``max_num`` DeepSpeed checkpoints, ``max_num + 1`` HF copies, the final model and
+    ``hf_kept`` HF copies kept apart from the rotation (counted in full: an upper bound, as the kept copies are hard
+    links of the rotated ones while those exist)."""
+    hf_copies = (max_num + 1 if save_hf else 0) + 1 + hf_kept
     return int(params * (max_num * DS_CKPT_BYTES_PER_PARAM + hf_copies * HF_BYTES_PER_PARAM))
 
 
@@ -259,11 +263,12 @@ def run_checks(args, ray_query: Callable[[], Optional[RayInfo]] = query_ray,
             if params is None:
                 needed, detail = None, f"parameter count of {args.model} unknown: {source}"
             else:
-                needed = checkpoint_bytes(params, args.ckpt_max_num, not args.no_save_hf)
+                needed = checkpoint_bytes(params, args.ckpt_max_num, not args.no_save_hf, args.hf_kept)
                 hf = args.ckpt_max_num + 1 if not args.no_save_hf else 0
+                kept = f" + {args.hf_kept} kept HF checkpoint(s)" if args.hf_kept else ""
                 detail = (f"{params / 1e9:.2f}B parameters from {source}: {args.ckpt_max_num} DeepSpeed ZeRO-3 "
-                          f"checkpoint(s) x {DS_CKPT_BYTES_PER_PARAM} B/param + {hf} HF checkpoint(s) + the final "
-                          f"model x {HF_BYTES_PER_PARAM} B/param")
+                          f"checkpoint(s) x {DS_CKPT_BYTES_PER_PARAM} B/param + {hf} HF checkpoint(s){kept} + the "
+                          f"final model x {HF_BYTES_PER_PARAM} B/param")
         else:
             needed, detail = None, "neither --disk-needed-gb nor --model given"
         check_disk(report, args.disk, needed, detail, free_fn)
@@ -293,6 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--model", default=None, help="model folder or Hugging Face name (parameter count)")
     ap.add_argument("--ckpt-max-num", type=int, default=2, help="--ckpt.max_num of the run")
     ap.add_argument("--no-save-hf", action="store_true", help="the run does not pass --ckpt.save_hf")
+    ap.add_argument("--hf-kept", type=int, default=0,
+                    help="HF checkpoints kept apart from the rotation (SAVE_PATH/hf/, EVAL_CKPTS=1)")
     ap.add_argument("--url", default=None, help="WebShop server URL: /health must answer")
     return ap
 

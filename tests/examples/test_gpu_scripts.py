@@ -24,7 +24,9 @@ SCRIPT_VARS = ("WEBSHOP_URL", "MODEL", "SAVE_PATH", "VLLM_TP", "VLLM_ENGINES", "
                "REHEARSAL", "GACA_BACKEND", "GACA_CALLER_PWD", "SMOKE_GAMES", "REQUIRE_ALL_ITERATIONS",
                "GPU_PREFLIGHT", "PYTHON", "LR", "MAX_STEPS", "SAVE_STEPS", "RESUME", "NUM_NODES", "GPUS_PER_NODE",
                "WEBSHOP_HOST", "WEBSHOP_ADVERTISE_HOST", "WEBSHOP_PORT", "RAY_ADDRESS", "MAX_FAILED_FRAC",
-               "CKPT_MAX_NUM", "DISK_NEEDED_GB", "ENV_WORKER_CPUS", "WEBSHOP_DATA", "WEBSHOP_GENERATED")
+               "CKPT_MAX_NUM", "DISK_NEEDED_GB", "ENV_WORKER_CPUS", "WEBSHOP_DATA", "WEBSHOP_GENERATED",
+               "SMOKE_RESUME", "SMOKE_WEBSHOP", "EVAL_CKPTS", "KEEP_DS_CKPT", "KEEP_HF_CKPTS", "EVAL_GPUS", "EVAL_TP",
+               "CUDA_VISIBLE_DEVICES", "EVAL_SEEDS", "METHODS", "ABLATIONS", "HF_KEEP_POLL_S")
 
 
 def script_env(env):
@@ -40,10 +42,24 @@ def run_script(script, cwd=ROOT, **env):
                           text=True, timeout=120)
 
 
-def dry_run(script, cwd=ROOT, **env):
+def split_env(cmd):
+    """(leading VAR=value assignments as a dict, the command after them)."""
+    env = {}
+    while cmd and "=" in cmd[0] and cmd[0].split("=", 1)[0].isidentifier():
+        k, v = cmd[0].split("=", 1)
+        env[k], cmd = v, cmd[1:]
+    return env, cmd
+
+
+def dry_run_env(script, cwd=ROOT, **env):
+    """The printed commands of a DRY_RUN, each as (its VAR=value prefix, the command)."""
     res = run_script(script, cwd=cwd, **env)
     assert res.returncode == 0, res.stderr
-    return [shlex.split(line) for line in res.stdout.splitlines() if line.strip()]
+    return [split_env(shlex.split(line)) for line in res.stdout.splitlines() if line.strip()]
+
+
+def dry_run(script, cwd=ROOT, **env):
+    return [cmd for _, cmd in dry_run_env(script, cwd=cwd, **env)]
 
 
 def train_cmds(cmds):
@@ -205,7 +221,7 @@ def test_without_rehearsal_nothing_changes():
 
 def test_smoke_script_dry_run(tmp_path):
     cmds = dry_run("smoke.sh", SAVE_PATH=str(tmp_path / "smoke_x"))
-    assert len(cmds) == 1  # ALFWORLD_DATA given: no games generated
+    assert len(cmds) == 3  # ALFWORLD_DATA given: no games generated; the alfworld, resume and webshop legs
     args = parse_args(module_args(cmds[0], "gaca_openrlhf.cli.train_ppo"))
     assert args.actor.model_name_or_path == "Qwen/Qwen2.5-0.5B-Instruct" and args.gaca.max_iterations == 2
     assert args.train.colocate_all and args.ds.zero_stage == 3 and args.algo.kl.use_loss
@@ -231,7 +247,7 @@ def test_smoke_generates_enough_games_for_2_iterations_on_every_gpu_count(tmp_pa
         gen = [c for c in cmds if c[1:4] == ["-m", "agents.alfworld", "generate"]]
         assert len(gen) == 1, cmds
         games, games_dir = int(option(gen[0], "--num-games")), option(gen[0], "--out")
-        (args,) = train_cmds(cmds)
+        args = train_cmds(cmds)[0]  # the alfworld leg
         assert json.loads(args.env.kwargs)["data_dir"] == games_dir  # trains on the games it generated
         assert games_dir == str(cache / f"alfworld_smoke_games_{games}")  # never an older, smaller cached set
         tasks_per_iter = args.rollout.batch_size
@@ -276,7 +292,7 @@ def test_smoke_dry_run_moves_an_earlier_run_aside(tmp_path):
     cmds = dry_run("smoke.sh", SAVE_PATH=save, TASKS=str(tmp_path / "other_tasks.jsonl"))
     assert cmds[0][:2] == ["mv", "--"] and cmds[0][2] == save
     assert cmds[0][3].startswith(save + ".old-")
-    (args,) = train_cmds(cmds)
+    args = train_cmds(cmds)[0]
     assert args.ckpt.output_dir == save and args.data.prompt_dataset == save + "/tasks.jsonl"  # regenerated there
     assert os.path.exists(os.path.join(save, "metrics.jsonl"))  # DRY_RUN changes nothing
     # an empty or missing folder: nothing to move
@@ -296,6 +312,7 @@ echo "$*" >> "$FAKE_LOG"
 arg() { local want="$1"; shift; while (( $# )); do [[ "$1" == "$want" ]] && { echo "$2"; return; }; shift; done; }
 case "$*" in
   "-m gaca_openrlhf.preflight"*) exit "${FAKE_PREFLIGHT_EXIT:-0}" ;;
+  "-m gaca_openrlhf.cli.train_ppo"*) exit "${FAKE_TRAIN_EXIT:-0}" ;;
   "-m agents.alfworld generate"*) out="$(arg --out "$@")"; mkdir -p "$out/json_2.1.1/train"
                                  arg --num-games "$@" > "$out/num_games" ;;
   "-m gaca_openrlhf.rollout.tasks alfworld"*)
@@ -331,21 +348,24 @@ def test_smoke_run_starts_from_an_empty_folder_and_regenerates_tasks(tmp_path):
     populate_run(save)
     env = fake_tools(tmp_path)
     res = run_script("smoke.sh", DRY_RUN="0", SAVE_PATH=save, ALFWORLD_DATA="", GACA_CACHE=str(tmp_path / "cache"),
-                     TASKS=str(tmp_path / "stale_tasks.jsonl"), **env)
+                     TASKS=str(tmp_path / "stale_tasks.jsonl"), SMOKE_WEBSHOP="0", **env)
     assert res.returncode == 0, res.stdout + res.stderr
     old = [p for p in os.listdir(tmp_path) if p.startswith("smoke.old-")]
     assert len(old) == 1 and os.path.exists(tmp_path / old[0] / "ckpt" / "_actor" / "global_step2")
-    assert sorted(os.listdir(save)) == ["command.sh", "tasks.jsonl", "train.log"]  # nothing of the earlier run
+    left = set(os.listdir(save)) - {"command.sh", "tasks.jsonl", "train.log", "smoke_summary.txt"}
+    assert all(p.startswith("gpu_memory") for p in left), left  # nothing of the earlier run
     tasks = open(os.path.join(save, "tasks.jsonl")).read().splitlines()
-    assert len(tasks) == 16 and "stale" not in "".join(tasks)  # 2 iterations x 8 tasks, from this run's games
+    assert len(tasks) == 24 and "stale" not in "".join(tasks)  # (2 + 1 resumed) iterations x 8 tasks, this run's
     calls = open(env["FAKE_LOG"]).read().splitlines()
-    assert any("--num-games 16" in c for c in calls)
-    # the start-up preflight runs before training (many-nodes review, finding 4)
+    assert any("--num-games 24" in c for c in calls)
+    # the start-up preflight runs before training (many-nodes review, finding 4); the resume leg trains again
     pre = [i for i, c in enumerate(calls) if c.startswith("-m gaca_openrlhf.preflight")]
     train = [i for i, c in enumerate(calls) if c.startswith("-m gaca_openrlhf.cli.train_ppo")]
-    assert len(pre) == 1 and len(train) == 1 and pre[0] < train[0], calls
-    check = [c for c in calls if "smoke_check.py" in c]
-    assert len(check) == 1 and check[0].endswith(f"{save} --iterations 2 --max-logprob-gap 0.1")
+    assert len(pre) == 2 and len(train) == 2 and pre[0] < train[0] < pre[1] < train[1], calls
+    check = [shlex.split(c) for c in calls if "smoke_check.py" in c and "--memory" not in c]
+    assert len(check) == 2 and [c[1] for c in check] == [save, save]
+    assert [(option(c, "--label"), option(c, "--iterations"), option(c, "--max-logprob-gap")) for c in check] == [
+        ("alfworld", "2", "0.1"), ("resume", "3", "0.1")]
     argv = shlex.split(open(os.path.join(save, "command.sh")).read())
     assert option(argv, "--gaca.max_logprob_gap") == "0.1" and option(argv, "--gaca.backend") == "gpu"
 
@@ -362,10 +382,9 @@ def test_long_runs_tolerate_a_noisy_sync_probe(script):
 def test_sync_gap_limits_of_the_other_scripts(tmp_path):
     assert {a.gaca.max_logprob_gap for a in train_cmds(dry_run("run_comparison.sh", OUT_ROOT="/tmp/cmp"))} == {0.5}
     assert {a.gaca.max_logprob_gap for a in train_cmds(dry_run("ablations_alfworld.sh", EVAL_SEEDS="0"))} == {0.5}
-    (args,) = train_cmds(dry_run("smoke.sh", SAVE_PATH=str(tmp_path / "s")))
-    assert args.gaca.max_logprob_gap == 0.1
-    (args,) = train_cmds(dry_run("smoke.sh", SAVE_PATH=str(tmp_path / "s"), REHEARSAL="1"))
-    assert args.gaca.max_logprob_gap == 0.1
+    assert {a.gaca.max_logprob_gap for a in train_cmds(dry_run("smoke.sh", SAVE_PATH=str(tmp_path / "s")))} == {0.1}
+    assert {a.gaca.max_logprob_gap for a in train_cmds(dry_run("smoke.sh", SAVE_PATH=str(tmp_path / "s"),
+                                                                REHEARSAL="1"))} == {0.1}
     (args,) = train_cmds(dry_run("train_gaca_alfworld.sh", REHEARSAL="1", SAVE_PATH="/tmp/reh"))
     assert args.gaca.max_logprob_gap == 0.1
     text = open(os.path.join(GPU, "README.md")).read()
@@ -381,8 +400,7 @@ def test_gpu_backend_forced_outside_the_rehearsal():
     res = source_common("echo $GACA_BACKEND", REHEARSAL="1")
     assert res.stdout.strip() == "rehearsal"
     for script in ("train_gaca_alfworld.sh", "train_grpo_webshop.sh", "smoke.sh"):
-        (args,) = train_cmds(dry_run(script, SAVE_PATH="/tmp/out_backend"))
-        assert args.gaca.backend == "gpu"
+        assert {a.gaca.backend for a in train_cmds(dry_run(script, SAVE_PATH="/tmp/out_backend"))} == {"gpu"}
 
 
 @pytest.mark.parametrize("gpus,torch_ok,n_gpus,error", [
@@ -439,7 +457,7 @@ def test_relative_paths_become_absolute(tmp_path):
         for opt in ("--out", "--data", "--model", "--panel"):
             if opt in c:
                 assert option(c, opt).startswith("/"), c
-    (args,) = train_cmds(dry_run("smoke.sh", cwd=str(tmp_path), SAVE_PATH="smk"))
+    args = train_cmds(dry_run("smoke.sh", cwd=str(tmp_path), SAVE_PATH="smk"))[0]
     assert args.ckpt.output_dir == f"{tmp_path}/smk"
 
 
@@ -541,9 +559,9 @@ def test_smoke_on_two_nodes_scales_with_all_gpus(tmp_path):
     cmds = dry_run("smoke.sh", NUM_NODES="2", GPUS_PER_NODE="4", ALFWORLD_DATA="", GACA_CACHE=str(tmp_path / "c"),
                    SAVE_PATH=str(tmp_path / "s"))
     (gen,) = [c for c in cmds if c[1:4] == ["-m", "agents.alfworld", "generate"]]
-    (args,) = train_cmds(cmds)
+    args = train_cmds(cmds)[0]
     assert (args.actor.num_nodes, args.actor.num_gpus_per_node, args.vllm.num_engines) == (2, 4, 8)
-    assert args.rollout.batch_size == 8 and int(option(gen, "--num-games")) == 16  # 2 iterations of 8 tasks
+    assert args.rollout.batch_size == 8 and int(option(gen, "--num-games")) == 24  # (2 + 1 resumed) x 8 tasks
     assert args.gaca.mini_batch_steps == args.train.micro_batch_size * 8
 
 
@@ -558,9 +576,14 @@ def test_gpu_preflight_counts_the_gpus_of_this_node(tmp_path, gpus, error):
         assert res.returncode == 1 and error in res.stderr
 
 
-def test_rehearsal_of_two_nodes_is_refused():
+def test_rehearsal_of_two_nodes_builds_the_two_node_command():
+    """REHEARSAL=1 NUM_NODES=2 is no longer refused: a local cluster of 2 raylets (tests/examples/
+    test_rehearsal_multinode.py); the dry run prints the 2-node command and the preflight that checks the cluster."""
     res = run_script("train_gaca_alfworld.sh", REHEARSAL="1", NUM_NODES="2", GPUS_PER_NODE="1")
-    assert res.returncode == 2 and "one node only" in res.stderr and "not implemented" in res.stderr
+    assert res.returncode == 0, res.stderr
+    (args,) = train_cmds([shlex.split(line) for line in res.stdout.splitlines() if line.strip()])
+    assert (args.actor.num_nodes, args.actor.num_gpus_per_node, args.vllm.num_engines) == (2, 1, 2)
+    assert args.gaca.backend == "rehearsal" and "[dry-run] preflight:" in res.stderr
 
 
 def test_webshop_server_on_one_node_listens_on_localhost(tmp_path):
@@ -596,10 +619,9 @@ def test_webshop_server_on_many_nodes_is_reachable_from_every_node(tmp_path):
 @pytest.mark.parametrize("script", [f"train_{m}_{e}.sh" for m in METHODS for e in ENVS] + ["smoke.sh"])
 def test_a_broken_environment_stops_training_in_iteration_1(script, tmp_path):
     """Finding 3: train_ppo's --env.max_failed_frac 0.5 let a half-reachable cluster (50 % failed episodes) run on."""
-    (args,) = train_cmds(dry_run(script, SAVE_PATH=str(tmp_path / "o")))
-    assert args.env.max_failed_frac == 0.1
-    (args,) = train_cmds(dry_run(script, SAVE_PATH=str(tmp_path / "o"), MAX_FAILED_FRAC="0.25"))
-    assert args.env.max_failed_frac == 0.25
+    assert {a.env.max_failed_frac for a in train_cmds(dry_run(script, SAVE_PATH=str(tmp_path / "o")))} == {0.1}
+    assert {a.env.max_failed_frac for a in train_cmds(dry_run(script, SAVE_PATH=str(tmp_path / "o"),
+                                                               MAX_FAILED_FRAC="0.25"))} == {0.25}
 
 
 def test_dry_run_prints_the_preflight_it_would_run():
@@ -639,7 +661,7 @@ def test_readme_documents_many_nodes():
     section = text.split("## Many nodes", 1)[1].split("\n## ", 1)[0]
     for needle in ("ray start --head --port=6379", "ray start --address=", "NUM_NODES", "GPUS_PER_NODE",
                    "ray job submit", "shared storage", "SAVE_PATH", "ALFWORLD_DATA", "WEBSHOP_ADVERTISE_HOST",
-                   "WEBSHOP_HOST", "MAX_FAILED_FRAC", "preflight", "not implemented"):
+                   "WEBSHOP_HOST", "MAX_FAILED_FRAC", "preflight", "REHEARSAL=1 NUM_NODES=2 GPUS_PER_NODE=1"):
         assert needle in section, needle
 
 
@@ -652,3 +674,313 @@ def test_rehearsal_takes_the_cpu_dtype_rule_and_the_node_keeps_bf16():
     assert dtype() == "bf16"
     assert dtype(REHEARSAL="1", MODEL="/m") == "auto"
     assert dtype(REHEARSAL="1", MODEL="/m", REHEARSAL_DTYPE="bf16") == "bf16"
+
+
+# ---- smoke legs: resume and WebShop (issue 25) ----
+
+def test_smoke_resume_and_webshop_legs_dry_run(tmp_path):
+    save = str(tmp_path / "s")
+    alf, resume, ws = train_cmds(dry_run("smoke.sh", SAVE_PATH=save))
+    # resume: the same run folder, its checkpoint loaded, one more iteration, the same task file (data position)
+    assert not alf.ckpt.load_enable and resume.ckpt.load_enable
+    assert (alf.gaca.max_iterations, resume.gaca.max_iterations) == (2, 3)
+    assert resume.ckpt.path == alf.ckpt.path == save + "/ckpt" and resume.data.prompt_dataset == alf.data.prompt_dataset
+    # webshop: the GACA script at the smoke's sizes, 1 iteration, in its own folder
+    assert ws.env.name == "webshop" and ws.algo.advantage.estimator == "gaca" and ws.gaca.max_iterations == 1
+    assert ws.ckpt.output_dir == save + "/webshop" and ws.data.prompt_dataset == save + "/webshop/tasks.jsonl"
+    assert (ws.rollout.batch_size, ws.rollout.n_samples_per_prompt, ws.env.max_steps) == (8, 4, 5)
+    assert ws.actor.model_name_or_path == alf.actor.model_name_or_path == "Qwen/Qwen2.5-0.5B-Instruct"
+    res = run_script("smoke.sh", SAVE_PATH=save)
+    server = [ln for ln in res.stderr.splitlines() if ln.startswith("[dry-run] webshop server: ")]
+    assert len(server) == 1 and "--num-products 1000" in server[0]  # a small generated catalog, fast start
+    # each leg can be left out
+    assert len(train_cmds(dry_run("smoke.sh", SAVE_PATH=save, SMOKE_RESUME="0", SMOKE_WEBSHOP="0"))) == 1
+    cmds = dry_run("smoke.sh", SAVE_PATH=save, SMOKE_WEBSHOP="0", ALFWORLD_DATA="", GACA_CACHE=str(tmp_path / "c"))
+    assert [a.env.name for a in train_cmds(cmds)] == ["alfworld", "alfworld"]
+    res = run_script("smoke.sh", SAVE_PATH=save, SMOKE_RESUME="yes")
+    assert res.returncode == 2 and "SMOKE_RESUME=yes must be 0 or 1" in res.stderr
+
+
+FAKE_SMI_SAMPLER = r"""#!/usr/bin/env bash
+# a fake nvidia-smi: -L lists 8 GPUs; --query-gpu ... -l 1 samples until killed (its pid in $FAKE_SMI_PIDS)
+if [[ "$1" == -L ]]; then for i in 0 1 2 3 4 5 6 7; do echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)"; done; exit 0; fi
+echo $$ >> "$FAKE_SMI_PIDS"
+k=0
+while :; do k=$((k + 1)); for i in 0 1 2 3 4 5 6 7; do echo "$i, $((1000 * k + i)), 81559"; done; sleep 0.1; done
+"""
+
+
+def smoke_with_fakes(tmp_path, **env):
+    """smoke.sh for real with stand-ins for python (FAKE_PYTHON) and a sampling nvidia-smi; (result, calls)."""
+    tools = fake_tools(tmp_path)
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.write_text(FAKE_SMI_SAMPLER)
+    res = run_script("smoke.sh", DRY_RUN="0", SAVE_PATH=str(tmp_path / "smoke"), ALFWORLD_DATA="",
+                     GACA_CACHE=str(tmp_path / "cache"), SMOKE_WEBSHOP="0", FAKE_SMI_PIDS=str(tmp_path / "smi.pids"),
+                     **tools, **env)
+    return res, open(tools["FAKE_LOG"]).read().splitlines()
+
+
+def test_smoke_samples_gpu_memory_per_leg_and_stops_the_sampler(tmp_path):
+    res, calls = smoke_with_fakes(tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    save = tmp_path / "smoke"
+    for leg in ("alfworld", "resume"):
+        rows = (save / f"gpu_memory_{leg}.csv").read_text().splitlines()
+        assert rows and {r.split(",")[0] for r in rows} == {str(i) for i in range(8)}
+    pids = [int(p) for p in (tmp_path / "smi.pids").read_text().split()]
+    assert len(pids) == 2  # one sampler per leg, each stopped when its leg ended
+    assert not any(running(pid) for pid in pids)
+    (mem,) = [shlex.split(c) for c in calls if "--memory" in c]
+    assert [m for i, m in enumerate(mem) if mem[i - 1] == "--memory"] == [
+        f"alfworld={save}/gpu_memory_alfworld.csv", f"resume={save}/gpu_memory_resume.csv"]
+    # the summary: one line per check of every leg, then the verdict
+    assert "[PASS] alfworld: training finished" in res.stdout and "[PASS] resume: training finished" in res.stdout
+    assert res.stdout.rstrip().endswith("SMOKE PASS: 2/2 checks")
+
+
+def test_smoke_without_nvidia_smi_says_memory_sampling_is_not_available(tmp_path):
+    tools = fake_tools(tmp_path)
+    os.remove(tmp_path / "bin" / "nvidia-smi")
+    bin_dir = tmp_path / "bin"
+    path = ":".join([str(bin_dir)] + [p for p in os.environ["PATH"].split(":") if not os.path.exists(f"{p}/nvidia-smi")])
+    res = run_script("smoke.sh", DRY_RUN="0", SAVE_PATH=str(tmp_path / "smoke"), ALFWORLD_DATA="",
+                     GACA_CACHE=str(tmp_path / "cache"), SMOKE_WEBSHOP="0", GPU_PREFLIGHT="0",
+                     **{**tools, "PATH": path})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "memory sampling: n/a (no nvidia-smi)" in res.stdout
+    assert not any(p.startswith("gpu_memory") for p in os.listdir(tmp_path / "smoke"))
+
+
+def test_smoke_fails_when_a_check_or_a_leg_fails(tmp_path):
+    """Each failed check is a FAIL line and the exit status is 1; a failed first leg leaves nothing to resume."""
+    fake = FAKE_PYTHON.replace('case "$*" in', 'case "$*" in\n  *smoke_check.py*--label\\ resume*) '
+                               'echo "[FAIL] resume: metrics.jsonl iterations [1, 2, 1, 2, 3]"; exit 1 ;;\n'
+                               '  *smoke_check.py*--label\\ alfworld*) echo "[PASS] alfworld: fine"; exit 0 ;;')
+    tools = fake_tools(tmp_path)
+    (tmp_path / "bin" / "python").write_text(fake)
+    res = run_script("smoke.sh", DRY_RUN="0", SAVE_PATH=str(tmp_path / "smoke"), ALFWORLD_DATA="",
+                     GACA_CACHE=str(tmp_path / "cache"), SMOKE_WEBSHOP="0", **tools)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "[PASS] alfworld: fine" in res.stdout and "[FAIL] resume: metrics.jsonl" in res.stdout
+    assert res.stdout.rstrip().endswith("SMOKE FAIL: 1 of 4 checks failed")
+    # training of the first leg fails: its FAIL line, the resume leg is not run (no checkpoint) and fails too
+    tools["FAKE_LOG"] = str(tmp_path / "calls2.log")
+    res = run_script("smoke.sh", DRY_RUN="0", SAVE_PATH=str(tmp_path / "smoke2"), ALFWORLD_DATA="",
+                     GACA_CACHE=str(tmp_path / "cache"), SMOKE_WEBSHOP="0", FAKE_TRAIN_EXIT="3", **tools)
+    assert res.returncode == 1
+    assert "[FAIL] alfworld: training exited with status 3" in res.stdout
+    assert "[FAIL] resume: not run (the alfworld leg failed" in res.stdout
+    calls = open(tools["FAKE_LOG"]).read()
+    assert calls.count("--ckpt.load_enable") == 0
+
+
+# ---- evaluation over the node's GPUs (run_eval_queue) ----
+
+def eval_lines(script, **env):
+    """The evaluation commands of a DRY_RUN: (CUDA_VISIBLE_DEVICES, parsed eval args)."""
+    from gaca_openrlhf.eval.cli import build_parser as eval_parser
+
+    return [(e.get("CUDA_VISIBLE_DEVICES"), eval_parser().parse_args(module_args(c, "gaca_openrlhf.eval")))
+            for e, c in dry_run_env(script, **env) if "gaca_openrlhf.eval" in c]
+
+
+@pytest.mark.parametrize("script", ["run_comparison.sh", "ablations_alfworld.sh"])
+def test_evaluations_are_spread_over_the_gpus(script):
+    evals = eval_lines(script, OUT_ROOT="/tmp/q", EVAL_SEEDS="0 1", METHODS="gaca", SEEDS="0 1", ABLATIONS="lambda0 alpha1",
+                       EVAL_CKPTS="1", ITERATIONS="30", SAVE_STEPS="10")
+    devices = [d for d, _ in evals]
+    assert all(d is not None for d in devices)
+    # one process per GPU: the first 8 evaluations start on the 8 GPUs, then the queue goes round again
+    assert devices[:8] == [str(i) for i in range(8)] and set(devices) == {str(i) for i in range(8)}
+    jobs = [(e.model, e.panel, e.seed) for _, e in evals]
+    assert len(jobs) == len(set(jobs))  # every evaluation once
+    models = {e.model for _, e in evals}
+    runs = {m.split("/hf/")[0] for m in models}  # <run> (its final model) or <run>/hf/global_step<N>_hf
+    assert len(runs) == (2 if script == "run_comparison.sh" else 4)  # 2 training seeds (x 2 ablations)
+    for run in runs:  # the final model and every HF checkpoint (iterations 10, 20, 30), each kept in <run>/hf/
+        assert {m for m in models if m.split("/hf/")[0] == run} == {
+            run, f"{run}/hf/global_step10_hf", f"{run}/hf/global_step20_hf", f"{run}/hf/global_step30_hf"}
+    outs = [e.out for _, e in evals]
+    assert len(outs) == len(set(outs)) and all(os.path.basename(o).startswith("eval_") for o in outs)
+
+
+def test_evaluation_slots_follow_eval_gpus_and_eval_tp():
+    evals = eval_lines("run_comparison.sh", OUT_ROOT="/tmp/q", METHODS="gaca grpo", SEEDS="0", EVAL_SEEDS="0",
+                       EVAL_GPUS="2 3 5 6", EVAL_TP="2")
+    assert [d for d, _ in evals] == ["2,3", "5,6", "2,3", "5,6"] and all(e.tensor_parallel_size == 2 for _, e in evals)
+    evals = eval_lines("run_comparison.sh", OUT_ROOT="/tmp/q", METHODS="gaca", SEEDS="0", EVAL_SEEDS="0 1 2",
+                       CUDA_VISIBLE_DEVICES="4,7")
+    assert [d for d, _ in evals][:3] == ["4", "7", "4"]
+    res = run_script("run_comparison.sh", OUT_ROOT="/tmp/q", METHODS="gaca", SEEDS="0", EVAL_GPUS="0", EVAL_TP="2")
+    assert res.returncode == 2 and "EVAL_TP=2 GPUs per evaluation, but 1 GPU(s)" in res.stderr
+
+
+QUEUE_PYTHON = r"""#!/usr/bin/env bash
+# stands in for `python -m gaca_openrlhf.eval`: records device, start and end; fails for an --out containing FAIL
+out=""; while (( $# )); do [[ "$1" == --out ]] && out="$2"; shift; done
+echo "start $CUDA_VISIBLE_DEVICES $(date +%s.%N) $out" >> "$QUEUE_LOG"
+sleep 0.3
+echo "end $CUDA_VISIBLE_DEVICES $(date +%s.%N) $out" >> "$QUEUE_LOG"
+echo "evaluated $out"
+[[ "$out" != *FAIL* ]]
+"""
+
+
+def run_queue(tmp_path, outs, **env):
+    py = tmp_path / "python"
+    py.write_text(QUEUE_PYTHON)
+    py.chmod(0o755)
+    queue = "; ".join(f"queue_eval /m/{o} alfworld panel.json 0 {tmp_path}/{o}.json" for o in outs)
+    res = common(f"{queue}; run_eval_queue; echo queue-ok", PYTHON=str(py), QUEUE_LOG=str(tmp_path / "q.log"), **env)
+    log = [ln.split() for ln in (tmp_path / "q.log").read_text().splitlines()] if (tmp_path / "q.log").exists() else []
+    return res, log
+
+
+def test_eval_queue_runs_every_evaluation_once_one_per_gpu_at_a_time(tmp_path):
+    outs = [f"e{i}" for i in range(7)]
+    res, log = run_queue(tmp_path, outs, GPUS_PER_NODE="3")
+    assert res.returncode == 0 and "queue-ok" in res.stdout, res.stderr
+    starts = {ln[3]: (ln[1], float(ln[2])) for ln in log if ln[0] == "start"}
+    ends = {ln[3]: float(ln[2]) for ln in log if ln[0] == "end"}
+    assert sorted(starts) == sorted(f"{tmp_path}/{o}.json" for o in outs) and len(log) == 2 * len(outs)
+    assert {d for d, _ in starts.values()} == {"0", "1", "2"}
+    for a, (da, sa) in starts.items():  # no two evaluations overlap on one GPU
+        for b, (db, sb) in starts.items():
+            if a != b and da == db:
+                assert ends[a] <= sb or ends[b] <= sa, (a, b)
+    # the GPUs work in parallel: evaluations on different GPUs overlap in time
+    assert any(sb < ends[a] and sa < ends[b] for a, (da, sa) in starts.items() for b, (db, sb) in starts.items()
+               if da != db)
+    assert (tmp_path / "e0.log").read_text().strip() == f"evaluated {tmp_path}/e0.json"  # each its own log
+
+
+def test_eval_queue_fails_naming_each_failed_evaluation_after_all_ran(tmp_path):
+    res, log = run_queue(tmp_path, ["a", "FAIL1", "b", "FAIL2", "c"], GPUS_PER_NODE="2")
+    assert res.returncode == 1 and "queue-ok" not in res.stdout
+    assert len([ln for ln in log if ln[0] == "end"]) == 5  # the others still ran
+    assert "2 of 5 evaluation(s) failed" in res.stderr
+    assert f"{tmp_path}/FAIL1.log (exit 1)" in res.stderr and f"{tmp_path}/FAIL2.log (exit 1)" in res.stderr
+
+
+# ---- checkpoints of the comparison and ablation scripts: HF kept apart from the rotation, DeepSpeed pruned ----
+
+def common(script, **env):
+    """Run bash snippet ``script`` after sourcing _common.sh for real (not DRY_RUN), without the GPU preflight."""
+    return source_common(script, DRY_RUN="0", GPU_PREFLIGHT="0", **env)
+
+
+def fake_finished_run(run, steps=(10, 20), hf_steps=(10, 20), final=True):
+    for s in steps:
+        d = run / "ckpt" / "_actor" / f"global_step{s}"
+        d.mkdir(parents=True)
+        (d / "mp_rank_00_model_states.pt").write_text("ds")
+    for s in hf_steps:
+        d = run / "ckpt" / f"global_step{s}_hf"
+        d.mkdir(parents=True)
+        (d / "config.json").write_text("{}")
+        (d / "model.safetensors").write_text(f"weights {s}")
+    if final:
+        (run / "config.json").write_text("{}")
+        (run / "model.safetensors").write_text("final")
+    return run
+
+
+def test_prune_deletes_deepspeed_checkpoints_of_a_finished_run_only(tmp_path):
+    run = fake_finished_run(tmp_path / "done")
+    res = common(f"prune_ds_checkpoints {run}")
+    assert res.returncode == 0, res.stderr
+    assert not (run / "ckpt" / "_actor").exists() and "pruned" in res.stderr
+    assert (run / "ckpt" / "global_step20_hf" / "model.safetensors").exists() and (run / "model.safetensors").exists()
+    # KEEP_DS_CKPT=1 keeps them; a run without its final model (interrupted: RESUME=1 continues it) keeps them
+    kept = fake_finished_run(tmp_path / "kept")
+    res = common(f"prune_ds_checkpoints {kept}", KEEP_DS_CKPT="1")
+    assert res.returncode == 0 and (kept / "ckpt" / "_actor" / "global_step20").exists()
+    unfinished = fake_finished_run(tmp_path / "unfinished", final=False)
+    (unfinished / "config.json").write_text("{}")  # config written, weights not (save_pretrained died)
+    res = common(f"prune_ds_checkpoints {unfinished}")
+    assert res.returncode == 0 and (unfinished / "ckpt" / "_actor" / "global_step10").exists()
+    assert "holds no final model" in res.stderr
+
+
+def test_hf_checkpoints_are_kept_apart_from_the_rotation(tmp_path):
+    run = fake_finished_run(tmp_path / "r", hf_steps=(9, 10))
+    # while training: the newest may still be written, the older one is complete
+    res = common(f"keep_hf_checkpoints {run}")
+    assert res.returncode == 0, res.stderr
+    assert sorted(os.listdir(run / "hf")) == ["global_step9_hf"]
+    # the rotation deletes step 9 after step 11 is written; the kept copy (hard links) stays whole
+    fake_finished_run(tmp_path / "r", steps=(), hf_steps=(11,), final=False)
+    subprocess.run(["rm", "-rf", str(run / "ckpt" / "global_step9_hf")], check=True)
+    res = common(f"keep_hf_checkpoints {run}; keep_hf_checkpoints {run} all")
+    assert res.returncode == 0, res.stderr
+    assert sorted(os.listdir(run / "hf")) == ["global_step10_hf", "global_step11_hf", "global_step9_hf"]
+    assert (run / "hf" / "global_step9_hf" / "model.safetensors").read_text() == "weights 9"
+    # listed by step (9 < 10 < 11), for the evaluation queue
+    res = common(f"hf_checkpoints {run}")
+    assert res.stdout.split() == [f"{run}/hf/global_step{s}_hf" for s in (9, 10, 11)]
+    # the preflight counts the kept copies on disk
+    from gaca_openrlhf import preflight as pf
+    assert pf.checkpoint_bytes(10 ** 9, 2, hf_kept=15) == pf.checkpoint_bytes(10 ** 9, 2) + 15 * 2 * 10 ** 9
+
+
+def test_comparison_keeps_hf_checkpoints_and_prunes_deepspeed_per_run():
+    res = run_script("run_comparison.sh", OUT_ROOT="/tmp/cmp", METHODS="gaca", SEEDS="0 1", EVAL_SEEDS="0",
+                     EVAL_CKPTS="1")
+    assert res.returncode == 0, res.stderr
+    for s in (0, 1):
+        run = f"/tmp/cmp/gaca_seed{s}"
+        assert f"[dry-run] keep HF checkpoints: {run}/ckpt/global_step*_hf -> {run}/hf/" in res.stderr
+        assert f"[dry-run] prune DeepSpeed checkpoints: rm -rf {run}/ckpt/_actor" in res.stderr
+    pre = preflight_cmds(res.stderr)
+    assert [p.hf_kept for p in pre] == [15, 15]  # 150 iterations / SAVE_STEPS 10, on the disk check
+    # without EVAL_CKPTS nothing is kept (only final models are evaluated); KEEP_DS_CKPT=1 keeps DeepSpeed's
+    res = run_script("run_comparison.sh", OUT_ROOT="/tmp/cmp", METHODS="gaca", SEEDS="0", KEEP_DS_CKPT="1")
+    assert "keep HF checkpoints" not in res.stderr and "prune DeepSpeed" not in res.stderr
+    assert [p.hf_kept for p in preflight_cmds(res.stderr)] == [0]
+    # keeping needs CKPT_MAX_NUM >= 2: with 1, a checkpoint is rotated away as soon as the next one is written
+    res = run_script("run_comparison.sh", OUT_ROOT="/tmp/cmp", EVAL_CKPTS="1", CKPT_MAX_NUM="1")
+    assert res.returncode == 2 and "CKPT_MAX_NUM >= 2" in res.stderr
+
+
+def test_ablations_train_each_repeat_with_its_own_seed():
+    trains = train_cmds(dry_run("ablations_alfworld.sh", ABLATIONS="lambda0 permuted", SEEDS="0 1", EVAL_SEEDS="0",
+                                OUT_ROOT="/tmp/abl"))
+    assert [(a.algo.advantage.estimator, a.train.seed, a.ckpt.output_dir) for a in trains] == [
+        ("fixed_mixture", 0, "/tmp/abl/lambda0_seed0"), ("fixed_mixture", 1, "/tmp/abl/lambda0_seed1"),
+        ("gaca_permuted", 0, "/tmp/abl/permuted_seed0"), ("gaca_permuted", 1, "/tmp/abl/permuted_seed1")]
+    # default: one run per ablation with the training seed SEED (42)
+    assert {a.train.seed for a in train_cmds(dry_run("ablations_alfworld.sh", ABLATIONS="lambda0", EVAL_SEEDS="0"))} \
+        == {42}
+
+
+def running(pid):
+    """The process runs (a zombie, exited but not yet reaped by its new parent, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_hf_keeper_takes_each_checkpoint_before_the_rotation_deletes_it(tmp_path):
+    """The background poll while training: step N is kept once step N+1 appears, before N is rotated away."""
+    run = tmp_path / "r"
+    ck = run / "ckpt"
+    save = "mkdir -p {d}/global_step{s}_hf && echo w{s} > {d}/global_step{s}_hf/model.safetensors"
+    steps = "; ".join([
+        "hf_keeper_start " + str(run), "echo keeper=$HF_KEEPER_PID",
+        save.format(d=ck, s=1), "sleep 0.5", save.format(d=ck, s=2), "sleep 0.5",
+        f"rm -rf {ck}/global_step1_hf", save.format(d=ck, s=3), "sleep 0.5", f"rm -rf {ck}/global_step2_hf",
+        f"hf_keeper_stop {run}", "echo stopped=${HF_KEEPER_PID:-none}",
+    ])
+    res = common(steps, HF_KEEP_POLL_S="0.1")
+    assert res.returncode == 0 and "stopped=none" in res.stdout, res.stderr
+    assert sorted(os.listdir(run / "hf")) == [f"global_step{s}_hf" for s in (1, 2, 3)]
+    assert (run / "hf" / "global_step1_hf" / "model.safetensors").read_text().strip() == "w1"
+    assert not running(int(res.stdout.split("keeper=")[1].split()[0]))
+    # a script that dies while training leaves no keeper behind
+    res = common(f"hf_keeper_start {run}; echo keeper=$HF_KEEPER_PID; exit 1", HF_KEEP_POLL_S="0.1")
+    import time
+    time.sleep(1.0)
+    assert not running(int(res.stdout.split("keeper=")[1].split()[0]))

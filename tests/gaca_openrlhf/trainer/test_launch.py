@@ -452,8 +452,9 @@ def test_train_rehearsal_wiring_and_report(rig, capsys):
     assert isinstance(pg, FakePG)
     group = calls(log, "group")[0]
     assert group[0][2] == "RehearsalPolicy" and group[1]["group"] == "RayActorGroup"
-    ((rargs, _),) = calls(log, "rehearsal.write_report")
+    ((rargs, rkw),) = calls(log, "rehearsal.write_report")
     assert rargs == ("/out", rig.engines, pg, ["handler-of-RehearsalPolicy"])
+    assert set(rkw) == {"ref_actors", "trainer"} and rkw["trainer"] is not None  # their Ray nodes in the report
     assert n.index("rehearsal.write_report") > n.index("fit")
     assert n.index("save") > n.index("rehearsal.write_report")
 
@@ -467,7 +468,7 @@ def test_train_rehearsal_report_after_a_failed_fit(rig, monkeypatch, capsys):
         launch.train(a)
     assert len(calls(rig.log, "rehearsal.write_report")) == 1 and not calls(rig.log, "save")
 
-    def bad_report(*_a):
+    def bad_report(*_a, **_k):
         raise OSError("disk full")
 
     monkeypatch.setattr(rehearsal, "write_report", bad_report)
