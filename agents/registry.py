@@ -14,6 +14,7 @@ from agents.prompts import PromptTemplate
 ENVIRONMENTS: dict[str, tuple[str, str, str]] = {
     "alfworld": ("agents.alfworld.backends", "make_env", "PROMPT"),
     "webshop": ("agents.webshop.env", "make_env", "PROMPT"),
+    "toy": ("agents.toy.env", "make_env", "PROMPT"),
 }
 
 

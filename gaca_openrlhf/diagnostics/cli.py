@@ -125,7 +125,7 @@ def main(argv=None) -> int:
         result["disagreement"], result["lambda"]["frozen_policy"] = _disagreement(args, gate)
     result["seconds"] = time.time() - t0
 
-    from gaca_openrlhf.eval.cli import write_json  # NaN/inf -> null, atomic write
+    from gaca_openrlhf.eval.session import write_json  # NaN/inf -> null, atomic write
 
     os.makedirs(args.out, exist_ok=True)
     write_json(os.path.join(args.out, "diagnostics.json"), result)
@@ -140,44 +140,19 @@ def main(argv=None) -> int:
 
 
 def _disagreement(args, gate: AdvantageConfig) -> tuple[dict, dict]:
-    from transformers import AutoTokenizer
-
-    from gaca_openrlhf.eval.cli import ENV_DEFAULTS, _check_model, _init_ray, env_config
-    from gaca_openrlhf.eval.panels import resolve_panel
-    from gaca_openrlhf.eval.runner import RunConfig, tokenizer_encoder
+    from gaca_openrlhf.eval.session import EvalSession
 
     from .disagreement import make_scoring_generator, run_disagreement
 
-    model = _check_model(args.model)
-    args.prompt_max_len = args.prompt_max_len or ENV_DEFAULTS[args.env][0]
-    if args.env == "alfworld":
-        args.data = os.path.abspath(args.data or os.environ.get("ALFWORLD_DATA") or "")
-    if args.env == "webshop":
-        from agents.webshop.env import DEFAULT_URL
-
-        args.webshop_url = args.webshop_url or DEFAULT_URL
-    if args.env == "toy":
-        from gaca_openrlhf.rollout.toy_env import register
-
-        register()
-    panel = resolve_panel(args.env, args.panel, data_root=args.data, panel_dir=args.panel_dir,
-                          num_tasks=args.num_tasks)
-    env_kwargs = env_config(args)
-    cfg = RunConfig(env=args.env, env_kwargs=env_kwargs, episodes_per_task=args.episodes_per_task, seed=args.seed,
-                    history_k=args.history_k, max_steps=args.max_steps, max_new_tokens=args.max_tokens,
-                    prompt_max_len=args.prompt_max_len, num_envs=args.num_envs, env_timeout_s=args.env_timeout,
-                    invalid_action=args.invalid_action)
-    tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=True)
-    generator = make_scoring_generator(model, temperature=args.temperature, seed=args.seed,
-                                       max_model_len=cfg.max_model_len, dtype=args.dtype,
-                                       gpu_memory_utilization=args.gpu_memory_utilization,
-                                       tensor_parallel_size=args.tensor_parallel_size)
-    if args.env == "alfworld" and env_kwargs.get("backend") == "ray":
-        _init_ray(cfg.num_envs)
-    dis = run_disagreement(panel.tasks[: args.num_tasks], cfg, generator, tokenizer_encoder(tokenizer),
-                           samples_per_state=args.samples_per_state, bootstrap=args.bootstrap,
-                           task_types=panel.task_types, progress=args.progress,
-                           max_batch_tokens=args.max_batch_tokens)
+    # the evaluation's session (panel, env config, generator, Ray), with the scoring generator and its own loop
+    with EvalSession(args) as session:
+        panel = session.panel(args.panel, args.num_tasks)
+        generator = session.start(make_scoring_generator).generator
+        dis = run_disagreement(panel.tasks[: args.num_tasks], session.run_config(args.seed), generator,
+                               session.encode, samples_per_state=args.samples_per_state, bootstrap=args.bootstrap,
+                               task_types=panel.task_types, progress=args.progress,
+                               max_batch_tokens=args.max_batch_tokens)
+    model = session.model
     dis["config"] = {"model": model, "panel": panel.name, "num_tasks": len(panel.tasks), "vllm": generator.settings}
     # frozen-policy lambda: rules 5-6 on each trajectory's recorded NLLs
     by_ep: dict = {}
@@ -190,8 +165,4 @@ def _disagreement(args, gate: AdvantageConfig) -> tuple[dict, dict]:
             types.append(s["task_type"])
     frozen = {"source": f"frozen policy {model} (rollout NLLs, lambda0 {gate.lambda0}, alpha {gate.alpha})",
               **lambda_stats(lam, types)}
-    if args.env == "alfworld" and env_kwargs.get("backend") == "ray":
-        import ray
-
-        ray.shutdown()
     return dis, frozen

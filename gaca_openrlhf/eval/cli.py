@@ -12,28 +12,18 @@ per episode (task, episode, seed, won, steps, score, ...) and the configuration,
 (true for the offline-generated ALFWorld games or the generated WebShop catalog: not comparable with published
 numbers; null when the WebShop server does not say). The summary is printed on
 stdout as one JSON line (vLLM may log after it). Exit status: 0 done (even with failed episodes), 2 bad arguments / missing model, data or panel,
-3 environment unreachable.
+3 environment unreachable. Start-up, Ray and the results JSON: :class:`gaca_openrlhf.eval.session.EvalSession`.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import logging
-import math
-import os
-import platform
 import sys
 import time
 
-from gaca_openrlhf.eval.panels import PAPER_PROTOCOL, PanelError, alfworld_generated, resolve_panel
-from gaca_openrlhf.eval.runner import RunConfig, run_episodes, summarize, tokenizer_encoder
-
-ENV_DEFAULTS = {  # env -> (prompt_max_len, num_envs): verl-agent's prompt budgets; concurrency sized per env
-    "alfworld": (2048, 16),
-    "webshop": (4096, 64),
-    "toy": (1024, 8),
-}
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gaca_openrlhf.eval.panels import PAPER_PROTOCOL
+from gaca_openrlhf.eval.session import EvalSession, json_safe, write_json
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,181 +69,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _die(msg: str, code: int = 2):
-    print(f"error: {msg}", file=sys.stderr)
-    raise SystemExit(code)
-
-
-def _check_model(model: str) -> str:
-    if not os.path.isdir(model):
-        _die(f"model folder {model!r} does not exist (pass a local HF model folder: a training --ckpt.output_dir, "
-             f"or download a base model first, e.g. `huggingface-cli download Qwen/Qwen2.5-1.5B-Instruct --local-dir DIR`)")
-    if not os.path.isfile(os.path.join(model, "config.json")):
-        _die(f"{model!r} is not a HF model folder (no config.json)")
-    return os.path.abspath(model)
-
-
-def _check_webshop(url: str, timeout: float = 10.0) -> dict:
-    """The server's /health answer (exit 3 when unreachable)."""
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout) as r:  # noqa: S310 - user URL
-            if r.status == 200:
-                try:
-                    health = json.loads(r.read().decode("utf-8", "replace"))
-                except ValueError:
-                    health = {}
-                return health if isinstance(health, dict) else {}
-            raise OSError(f"HTTP {r.status}")
-    except OSError as e:
-        _die(f"WebShop server {url} is not reachable ({e}); start it with `python -m webshop_server --port PORT` "
-             f"and pass --webshop-url", code=3)
-
-
-def env_config(args) -> dict:
-    kwargs: dict = {}
-    if args.env == "alfworld":
-        backend = args.alfworld_backend
-        if backend == "auto":
-            backend = "local" if args.num_envs == 1 else "ray"
-        kwargs = {"backend": backend, "data_dir": args.data}
-        if backend == "ray":
-            kwargs["reset_timeout_s"] = args.env_timeout
-            kwargs["step_timeout_s"] = args.env_timeout
-    elif args.env == "webshop":
-        kwargs = {"base_url": args.webshop_url}
-    if args.env_kwargs:
-        try:
-            extra = json.loads(args.env_kwargs)
-        except ValueError as e:
-            _die(f"--env-kwargs is not JSON: {e}")
-        if not isinstance(extra, dict):
-            _die("--env-kwargs must be a JSON object")
-        kwargs.update(extra)
-    return kwargs
-
-
-def _init_ray(num_envs: int) -> None:
-    import ray
-
-    if ray.is_initialized():
-        return
-    path = os.pathsep.join(x for x in (REPO_ROOT, os.environ.get("PYTHONPATH", "")) if x)
-    ray.init(num_cpus=max(os.cpu_count() or 1, math.ceil(num_envs * 0.5) + 1), include_dashboard=False,
-             log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
-
-
-def _json_safe(obj):
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    return obj
-
-
-def write_json(path: str, data: dict) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(_json_safe(data), f, indent=1)
-    os.replace(tmp, path)
-
-
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.episodes_per_task < 1:
-        _die("--episodes-per-task must be >= 1")
-    if args.temperature < 0:
-        _die("--temperature must be >= 0")
-    prompt_default, envs_default = ENV_DEFAULTS[args.env]
-    args.prompt_max_len = args.prompt_max_len or prompt_default
-    args.num_envs = args.num_envs or envs_default
-    if args.num_envs < 1:
-        _die("--num-envs must be >= 1")
-    model = _check_model(args.model)
-
-    if args.env == "alfworld":
-        args.data = args.data or os.environ.get("ALFWORLD_DATA")
-        if not args.data:
-            _die("ALFWorld needs a data root: pass --data DIR or set $ALFWORLD_DATA (generate offline games with "
-                 "`python -m agents.alfworld generate --out DIR --split valid_seen --num-games N`)")
-        if not os.path.isdir(args.data):
-            _die(f"ALFWorld data root {args.data!r} does not exist")
-        args.data = os.path.abspath(args.data)
-    if args.env == "webshop":
-        from agents.webshop.env import DEFAULT_URL
-
-        args.webshop_url = args.webshop_url or DEFAULT_URL
-    if args.env == "toy":
-        from gaca_openrlhf.rollout.toy_env import register
-
-        register()
-    try:
-        panel = resolve_panel(args.env, args.panel, data_root=args.data, panel_dir=args.panel_dir,
-                              num_tasks=args.num_tasks)
-    except PanelError as e:
-        _die(str(e))
-    env_kwargs = env_config(args)
-    # generated data (offline ALFWorld games, the generated WebShop catalog): published numbers are not comparable
-    generated_data = None
-    if args.env == "alfworld":
-        generated_data = alfworld_generated(args.data, panel.tasks)
-    if args.env == "webshop":
-        health = _check_webshop(env_kwargs.get("base_url") or args.webshop_url)
-        generated_data = health.get("generated")
-
-    cfg = RunConfig(env=args.env, env_kwargs=env_kwargs, episodes_per_task=args.episodes_per_task, seed=args.seed,
-                    history_k=args.history_k, max_steps=args.max_steps, max_new_tokens=args.max_tokens,
-                    prompt_max_len=args.prompt_max_len, num_envs=args.num_envs, env_timeout_s=args.env_timeout,
-                    record_actions=args.record_actions, invalid_action=args.invalid_action)
-
-    from transformers import AutoTokenizer
-
-    from gaca_openrlhf.eval.vllm_generator import VLLMGenerator
-
-    tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=True)
-
-    encode = tokenizer_encoder(tokenizer)  # the training rollout's encoding (agents.prompts.encode_step_prompt)
-
-    t_start = time.time()
-    generator = VLLMGenerator(model, temperature=args.temperature, top_p=args.top_p, seed=args.seed,
-                              max_model_len=cfg.max_model_len, dtype=args.dtype,
-                              gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=args.enforce_eager,
-                              tensor_parallel_size=args.tensor_parallel_size)
-    engine_s = time.time() - t_start
-    if args.env == "alfworld" and env_kwargs.get("backend") == "ray":
-        _init_ray(cfg.num_envs)
-
-    t0 = time.time()
-    episodes, timing = run_episodes(panel.tasks, cfg, generator, encode, task_types=panel.task_types,
-                                    progress=not args.no_progress, desc=f"eval {args.env}/{panel.name}")
-    timing.update(engine_start_s=engine_s, episodes_s=time.time() - t0, total_s=time.time() - t_start)
-    summary = summarize(episodes)
-    result = {
-        **summary,
-        "config": {
-            "model": model, "env": args.env, "panel": panel.name, "panel_arg": args.panel, "panel_meta": panel.meta,
-            "num_tasks": len(panel.tasks), "episodes_per_task": args.episodes_per_task, "seed": args.seed,
-            "temperature": args.temperature, "top_p": args.top_p, "max_steps": args.max_steps,
-            "max_tokens": args.max_tokens, "history_k": args.history_k, "invalid_action": args.invalid_action,
-            "prompt_max_len": args.prompt_max_len,
-            "num_envs": args.num_envs, "data": args.data, "generated_data": generated_data, "env_kwargs": env_kwargs,
-            "vllm": generator.settings, "host": platform.node(),
-        },
-        "timing": timing,
-        "episodes": episodes,
-    }
-    write_json(args.out, result)
-    brief = {k: summary[k] for k in ("num_episodes", "num_failed", "success_rate", "mean_score", "mean_steps",
-                                     "valid_action_ratio")}
-    print(f"wrote {args.out}", file=sys.stderr)
-    print(json.dumps(_json_safe(brief)))
-    if args.env == "alfworld" and env_kwargs.get("backend") == "ray":
-        import ray
-
-        ray.shutdown()
+    with EvalSession(args) as session:
+        panel = session.panel(args.panel, args.num_tasks)
+        # generated data (offline ALFWorld games, the generated WebShop catalog): published numbers not comparable
+        generated_data = session.generated_data(panel)
+        session.start()
+        episodes, timing = session.run(panel, args.seed, desc=f"eval {args.env}/{panel.name}")
+        timing["total_s"] = time.time() - session.t_start
+        result = session.results(panel, args.panel, args.seed, episodes, timing, generated_data=generated_data)
+        write_json(args.out, result)
+        brief = {k: result[k] for k in ("num_episodes", "num_failed", "success_rate", "mean_score", "mean_steps",
+                                        "valid_action_ratio")}
+        print(f"wrote {args.out}", file=sys.stderr)
+        print(json.dumps(json_safe(brief)))
     return 0

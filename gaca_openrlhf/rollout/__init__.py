@@ -2,7 +2,6 @@
 
 - :mod:`.config`: :class:`RolloutConfig`, shipped from the driver to the rollout actors in an environment variable.
 - :mod:`.agent_executor`: the ``--train.agent_func_path`` file (class ``AgentExecutor``): one episode per call.
-- :mod:`.toy_env`: a tiny deterministic text environment registered as ``toy`` (development and fast tests only).
 """
 import os
 

@@ -29,11 +29,9 @@ from agents.parsing import judge_response
 from agents.prompts import StepMemory, anchor_id, encode_step_prompt, fit_prompt, render_step_prompt
 from agents.registry import make_env, prompt_template
 from gaca_openrlhf.rollout.config import RolloutConfig
-from gaca_openrlhf.rollout.toy_env import register as _register_toy
 from gaca_openrlhf.seeding import derive_seed
 
 logger = logging.getLogger(__name__)
-_register_toy()
 
 
 def _step_record(prompt_ids, response_ids, logprobs, reward, valid, anchor, t, truncated, anchor_text=None):

@@ -146,9 +146,6 @@ def _encode(text):
 
 
 def test_run_disagreement_protocol_on_toy_env():
-    from gaca_openrlhf.rollout.toy_env import register
-
-    register()
     cfg = RunConfig(env="toy", episodes_per_task=2, seed=5, max_new_tokens=16, prompt_max_len=4096, num_envs=2)
     gen = ScriptedGenerator()
     res = run_disagreement(["1", "2", "3"], cfg, gen, _encode, samples_per_state=6, bootstrap=200)

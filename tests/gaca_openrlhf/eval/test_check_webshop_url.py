@@ -7,7 +7,7 @@ import io
 import json
 import urllib.request
 
-from gaca_openrlhf.eval import cli
+from gaca_openrlhf.eval import session
 
 
 class _Answer(io.BytesIO):
@@ -28,9 +28,9 @@ def test_trailing_slashes_are_removed_before_health(monkeypatch):
         return _Answer(json.dumps({"generated": True}).encode())
 
     monkeypatch.setattr(urllib.request, "urlopen", urlopen)
-    assert cli._check_webshop("http://127.0.0.1:3000/", timeout=2.5) == {"generated": True}
-    assert cli._check_webshop("http://127.0.0.1:3000//") == {"generated": True}
-    assert cli._check_webshop("http://127.0.0.1:3000") == {"generated": True}
-    assert cli._check_webshop("http://127.0.0.1:3000/shopX/") == {"generated": True}  # only '/' is stripped
+    assert session.check_webshop("http://127.0.0.1:3000/", timeout=2.5) == {"generated": True}
+    assert session.check_webshop("http://127.0.0.1:3000//") == {"generated": True}
+    assert session.check_webshop("http://127.0.0.1:3000") == {"generated": True}
+    assert session.check_webshop("http://127.0.0.1:3000/shopX/") == {"generated": True}  # only '/' is stripped
     assert asked == [("http://127.0.0.1:3000/health", 2.5), ("http://127.0.0.1:3000/health", 10.0),
                      ("http://127.0.0.1:3000/health", 10.0), ("http://127.0.0.1:3000/shopX/health", 10.0)]

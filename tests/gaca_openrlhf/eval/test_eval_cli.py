@@ -1,4 +1,4 @@
-"""The eval CLI's small parts: environment config (ALFWorld engine backend, --env-kwargs), model-folder checks,
+"""The eval session's small parts (``gaca_openrlhf/eval/session.py``): environment config (ALFWorld engine backend, --env-kwargs), model-folder checks,
 the JSON writer, and panel-resolution errors that the protocol tests do not reach. No vLLM, Ray or TextWorld."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from gaca_openrlhf.eval.cli import _check_model, env_config, write_json
+from gaca_openrlhf.eval.session import check_model, env_config, write_json
 from gaca_openrlhf.eval.panels import PanelError, resolve_panel
 
 
@@ -40,13 +40,13 @@ def test_env_kwargs_merge_and_errors(capsys):
 
 def test_model_folder_checks(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
-        _check_model(str(tmp_path / "missing"))
+        check_model(str(tmp_path / "missing"))
     assert e.value.code == 2 and "does not exist" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
-        _check_model(str(tmp_path))
+        check_model(str(tmp_path))
     assert e.value.code == 2 and "no config.json" in capsys.readouterr().err
     (tmp_path / "config.json").write_text("{}")
-    assert _check_model(str(tmp_path)) == os.path.abspath(tmp_path)
+    assert check_model(str(tmp_path)) == os.path.abspath(tmp_path)
 
 
 def test_write_json_is_strict_json(tmp_path):

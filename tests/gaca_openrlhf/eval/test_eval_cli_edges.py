@@ -1,4 +1,5 @@
-"""The eval CLI's Ray start-up, WebShop health check and error exit (mutmut run of eval/cli.py). The WebShop
+"""The eval CLI's Ray start-up, WebShop health check and error exit (mutmut run of eval/cli.py; these pieces are
+in eval/session.py now). The WebShop
 checks talk HTTP to a real local server; ``ray.init`` is recorded instead of started (a Ray cluster takes ~10 s
 and is covered by the slow end-to-end eval test). Each test names the one-line bug it catches."""
 from __future__ import annotations
@@ -9,10 +10,11 @@ import os
 import pytest
 
 import gaca_openrlhf.eval.cli as cli
+import gaca_openrlhf.eval.session as session
 from http_answer import Server  # same folder (rootdir import mode)
 
 
-# ------------------------------------------------------------------------------------------------- _init_ray
+# ------------------------------------------------------------------------------------------------- init_ray
 @pytest.fixture
 def ray_rec(monkeypatch):
     import ray
@@ -27,26 +29,26 @@ def test_init_ray_sizes_the_cluster_for_the_env_workers(ray_rec, monkeypatch):
     """Catches: the CPU count not max(cores, ceil(envs / 2) + 1) (env actors take half a CPU each, plus one),
     the dashboard or driver logging switched on, or the repository not on the workers' PYTHONPATH (they import
     agents.*) / the caller's PYTHONPATH dropped."""
-    monkeypatch.setattr(cli.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(session.os, "cpu_count", lambda: 2)
     monkeypatch.setenv("PYTHONPATH", "/extra")
-    cli._init_ray(16)
-    cli._init_ray(3)
-    cli._init_ray(1)
+    session.init_ray(16)
+    session.init_ray(3)
+    session.init_ray(1)
     assert [c["num_cpus"] for c in ray_rec] == [9, 3, 2]
     assert all(c["include_dashboard"] is False and c["log_to_driver"] is False for c in ray_rec)
-    assert ray_rec[0]["runtime_env"] == {"env_vars": {"PYTHONPATH": cli.REPO_ROOT + os.pathsep + "/extra"}}
-    assert os.path.isfile(os.path.join(cli.REPO_ROOT, "agents", "base.py"))
+    assert ray_rec[0]["runtime_env"] == {"env_vars": {"PYTHONPATH": session.REPO_ROOT + os.pathsep + "/extra"}}
+    assert os.path.isfile(os.path.join(session.REPO_ROOT, "agents", "base.py"))
 
 
 def test_init_ray_unknown_core_count_and_no_pythonpath(ray_rec, monkeypatch):
     """Catches: an unknown core count (None) not taken as 1, or an empty PYTHONPATH entry added when the caller has
     none."""
-    monkeypatch.setattr(cli.os, "cpu_count", lambda: None)
+    monkeypatch.setattr(session.os, "cpu_count", lambda: None)
     monkeypatch.delenv("PYTHONPATH", raising=False)
-    cli._init_ray(1)
-    cli._init_ray(0)
+    session.init_ray(1)
+    session.init_ray(0)
     assert [c["num_cpus"] for c in ray_rec] == [2, 1]
-    assert ray_rec[0]["runtime_env"] == {"env_vars": {"PYTHONPATH": cli.REPO_ROOT}}
+    assert ray_rec[0]["runtime_env"] == {"env_vars": {"PYTHONPATH": session.REPO_ROOT}}
 
 
 def test_init_ray_leaves_a_running_ray_alone(monkeypatch):
@@ -55,7 +57,7 @@ def test_init_ray_leaves_a_running_ray_alone(monkeypatch):
 
     monkeypatch.setattr(ray, "is_initialized", lambda: True)
     monkeypatch.setattr(ray, "init", lambda **kw: pytest.fail("ray.init called"))
-    cli._init_ray(4)
+    session.init_ray(4)
 
 
 # ---------------------------------------------------------------------------------------------- WebShop /health
@@ -66,7 +68,7 @@ def test_check_webshop_reads_health(body, expected):
     as {} (it would crash or leak a list as the health)."""
     s = Server(200, body)
     try:
-        assert cli._check_webshop(s.url + "/") == expected
+        assert session.check_webshop(s.url + "/") == expected
         assert s.paths == ["/health"]
     finally:
         s.close()
@@ -78,7 +80,7 @@ def test_check_webshop_unreachable_or_unhealthy_exits_3(capsys):
     s = Server(503, "down")
     try:
         with pytest.raises(SystemExit) as e:
-            cli._check_webshop(s.url)
+            session.check_webshop(s.url)
         assert e.value.code == 3
     finally:
         s.close()
@@ -86,7 +88,7 @@ def test_check_webshop_unreachable_or_unhealthy_exits_3(capsys):
     assert err.startswith(f"error: WebShop server {s.url} is not reachable (")
     assert "python -m webshop_server --port PORT" in err
     with pytest.raises(SystemExit) as e:
-        cli._check_webshop(s.url, timeout=2.0)  # closed now: connection refused
+        session.check_webshop(s.url, timeout=2.0)  # closed now: connection refused
     assert e.value.code == 3
 
 
@@ -102,19 +104,19 @@ def test_check_webshop_timeout(monkeypatch):
 
     monkeypatch.setattr(urllib.request, "urlopen", urlopen)
     with pytest.raises(SystemExit):
-        cli._check_webshop("http://h:1")
+        session.check_webshop("http://h:1")
     with pytest.raises(SystemExit):
-        cli._check_webshop("http://h:1", timeout=3.5)
+        session.check_webshop("http://h:1", timeout=3.5)
     assert seen == [("http://h:1/health", 10.0), ("http://h:1/health", 3.5)]
 
 
 def test_die_prints_and_exits(capsys):
     """Catches: the error text or the default exit status 2 changed."""
     with pytest.raises(SystemExit) as e:
-        cli._die("bad thing")
+        session.die("bad thing")
     assert e.value.code == 2 and capsys.readouterr().err == "error: bad thing\n"
     with pytest.raises(SystemExit) as e:
-        cli._die("x", code=3)
+        session.die("x", code=3)
     assert e.value.code == 3
 
 
@@ -122,9 +124,9 @@ def test_json_safe_and_write_json(tmp_path):
     """Catches: NaN/inf inside tuples or nested lists not nulled, finite numbers or other values changed, the file
     not indented JSON, or a missing parent folder not created."""
     data = {"a": (1.5, float("-inf")), "b": [[float("nan")]], "c": "s", "d": None, "e": 3}
-    assert cli._json_safe(data) == {"a": [1.5, None], "b": [[None]], "c": "s", "d": None, "e": 3}
+    assert session.json_safe(data) == {"a": [1.5, None], "b": [[None]], "c": "s", "d": None, "e": 3}
     path = tmp_path / "x" / "y" / "r.json"
-    cli.write_json(str(path), data)
+    session.write_json(str(path), data)
     text = path.read_text()
     assert json.loads(text) == {"a": [1.5, None], "b": [[None]], "c": "s", "d": None, "e": 3}
     assert text.startswith('{\n "a": [\n  1.5,') and not list(path.parent.glob("*.tmp*"))

@@ -1,8 +1,8 @@
 """``python -m gaca_openrlhf.eval``'s ``main``: what it hands to the episode loop and records (survivors of the
 2026-12-01 fifth-session mutmut run of eval/cli.py). The ALFWorld case uses a hand-written ALFWorld data tree and a
-panel file in its own folder, with the episode loop (``cli.run_episodes``) replaced by a recorder: TextWorld games
-cannot be built from such a tree, and the real loop runs in test_eval_cli_main.py (toy env) and the slow
-end-to-end eval test. vLLM is test_eval_protocol's FakeVLLMGenerator (no engine in a unit test); the tokenizer, the
+panel file in its own folder, with the episode loop (the session's ``run_episodes``) replaced by a recorder:
+TextWorld games cannot be built from such a tree, and the real loop runs in test_eval_cli_main.py (toy env) and the
+slow end-to-end eval test. vLLM is test_eval_protocol's FakeVLLMGenerator (no engine in a unit test); the tokenizer, the
 panel resolution, the results JSON and the WebShop health check over HTTP are real. Each test names the one-line
 change it catches."""
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import pytest
 
 import gaca_openrlhf.eval.cli as cli
+import gaca_openrlhf.eval.session as session
 import gaca_openrlhf.eval.vllm_generator as vg
 from http_answer import Server  # same folder (rootdir import mode)
 from test_eval_protocol import FakeVLLMGenerator, make_tokenizer_dir  # same folder (rootdir import mode)
@@ -36,7 +37,7 @@ class _Loop(list):
 @pytest.fixture
 def loop(monkeypatch):
     """Records the tasks and RunConfig main hands to the episode loop (plays no episode), and records instead of
-    running ``_init_ray`` / ``ray.shutdown`` (a Ray cluster takes ~10 s; the slow end-to-end eval test starts one)."""
+    running ``init_ray`` / ``ray.shutdown`` (a Ray cluster takes ~10 s; the slow end-to-end eval test starts one)."""
     import ray
 
     calls = _Loop()
@@ -47,8 +48,8 @@ def loop(monkeypatch):
         calls.kw.append({"progress": progress, "desc": desc})
         return [], {}
 
-    monkeypatch.setattr(cli, "run_episodes", run_episodes)
-    monkeypatch.setattr(cli, "_init_ray", lambda n: calls.ray_inits.append(n))
+    monkeypatch.setattr(session, "run_episodes", run_episodes)
+    monkeypatch.setattr(session, "init_ray", lambda n: calls.ray_inits.append(n))
     monkeypatch.setattr(ray, "shutdown", lambda *a, **k: calls.ray_shutdowns.append(1))
     monkeypatch.setattr(vg, "VLLMGenerator", FakeVLLMGenerator)
     return calls
@@ -108,7 +109,7 @@ def test_alfworld_run_config_panel_dir_and_generated_data(model, tmp_path, loop,
 def test_alfworld_ray_backend_starts_and_stops_ray(model, tmp_path, loop):
     """Catches the Ray start-up or shut-down condition changed (``and`` -> ``or``, ``==`` -> ``!=``, the env name,
     the ``backend`` key or ``"ray"`` misspelt: Ray started for the local backend, or not started / not shut down for
-    the Ray backend), ``_init_ray`` not given the number of env slots, or progress shown under --no-progress
+    the Ray backend), ``init_ray`` not given the number of env slots, or progress shown under --no-progress
     inverted (``progress=args.no_progress``)."""
     root, pdir, games = _alfworld_tree(tmp_path, generated=False)
     out = tmp_path / "r.json"
@@ -132,13 +133,13 @@ def test_alfworld_real_data_is_not_marked_generated(model, tmp_path, loop):
     assert loop.ray_inits == [] and loop.ray_shutdowns == []
 
 
-def test_toy_env_is_registered_by_main(model, tmp_path, monkeypatch):
-    """Catches ``if args.env == "toy": register()`` inverted or misspelt: a fresh process has no ``toy`` in the
-    environment registry until main adds it (here the registry is emptied of it first), so the run fails."""
+def test_toy_env_runs_from_its_registry_line(model, tmp_path, monkeypatch):
+    """Catches the toy env depending on a run-time registration again (``agents/toy/`` is registered by its one
+    line in ``agents.registry``, like every environment): main plays it with nothing registered first."""
     from agents.registry import ENVIRONMENTS
 
     monkeypatch.setattr(vg, "VLLMGenerator", FakeVLLMGenerator)
-    monkeypatch.delitem(ENVIRONMENTS, "toy", raising=False)
+    assert ENVIRONMENTS["toy"] == ("agents.toy.env", "make_env", "PROMPT")
     out = tmp_path / "r.json"
     assert cli.main(["--model", model, "--env", "toy", "--panel", "t", "--num-tasks", "1", "--out", str(out),
                      "--no-progress", "--max-steps", "2"]) == 0
@@ -187,7 +188,7 @@ def _die_text(fn, capsys):
 
 
 def test_error_messages_are_exact(model, tmp_path, monkeypatch, capsys):
-    """Catches an error message of ``env_config`` or ``main`` emptied (``_die(None)``), wrapped in ``XX`` or
+    """Catches an error message of ``env_config`` or ``main`` emptied (``die(None)``), wrapped in ``XX`` or
     changed in case: the user is told what is wrong and how to fix it, word for word."""
     import argparse
 
@@ -196,9 +197,9 @@ def test_error_messages_are_exact(model, tmp_path, monkeypatch, capsys):
                     env_kwargs=None, webshop_url=None)
         return argparse.Namespace(**{**base, **kw})
 
-    code, err = _die_text(lambda: cli.env_config(args(env="toy", env_kwargs="{nope")), capsys)
+    code, err = _die_text(lambda: session.env_config(args(env="toy", env_kwargs="{nope")), capsys)
     assert code == 2 and err.startswith("error: --env-kwargs is not JSON: Expecting property name")
-    code, err = _die_text(lambda: cli.env_config(args(env="toy", env_kwargs="[1]")), capsys)
+    code, err = _die_text(lambda: session.env_config(args(env="toy", env_kwargs="[1]")), capsys)
     assert (code, err) == (2, "error: --env-kwargs must be a JSON object\n")
     monkeypatch.delenv("ALFWORLD_DATA", raising=False)
     code, err = _die_text(lambda: cli.main(["--model", model, "--env", "alfworld", "--panel", "eval_id", "--out",
@@ -219,9 +220,9 @@ def test_check_webshop_url_slash_bad_bytes_and_status(answer_server, capsys):
     """Catches in ``_check_webshop``: a health answer with one invalid UTF-8 byte in a string no longer read
     (``decode(..., "replace")`` -> strict or an unknown error handler: the ``generated`` flag lost or a crash); a 2xx status other than 200 not reported as ``HTTP <status>`` in the exit-3 message."""
     answer_server.status, answer_server.body = 200, b'{"generated": true, "name": "caf\xe9"}'
-    health = cli._check_webshop(answer_server.url + "/")  # (http.server would answer //health as /health too)
+    health = session.check_webshop(answer_server.url + "/")  # (http.server would answer //health as /health too)
     assert answer_server.paths == ["/health"]
     assert health["generated"] is True and health["name"] == "caf\ufffd"
     answer_server.status, answer_server.body = 204, b""
-    code, err = _die_text(lambda: cli._check_webshop(answer_server.url), capsys)
+    code, err = _die_text(lambda: session.check_webshop(answer_server.url), capsys)
     assert code == 3 and f"WebShop server {answer_server.url} is not reachable (HTTP 204)" in err

@@ -20,10 +20,7 @@ from agents.base import EnvStep
 from agents.prompts import PromptTemplate
 from gaca_openrlhf.eval import runner as runner_mod
 from gaca_openrlhf.eval.runner import GenRequest, GenResult, RunConfig, run_episodes
-from gaca_openrlhf.rollout.toy_env import PROMPT as TOY_PROMPT
-from gaca_openrlhf.rollout.toy_env import register as register_toy
-
-register_toy()
+from agents.toy.env import PROMPT as TOY_PROMPT
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
@@ -438,11 +435,11 @@ def test_results_record_generated_alfworld_data(tmp_path):
 def test_webshop_health_tells_generated_catalog():
     from http_answer import Server  # same folder (rootdir import mode)
 
-    from gaca_openrlhf.eval.cli import _check_webshop
+    from gaca_openrlhf.eval.session import check_webshop
 
     srv = Server(200, json.dumps({"status": "ok", "generated": True}))
     try:
-        assert _check_webshop(srv.url)["generated"] is True
+        assert check_webshop(srv.url)["generated"] is True
     finally:
         srv.close()
 

@@ -12,9 +12,6 @@ from agents.prompts import PromptTemplate
 from gaca_openrlhf.eval import runner as runner_mod
 from gaca_openrlhf.eval.panels import PanelError, resolve_panel
 from gaca_openrlhf.eval.runner import GenResult, RunConfig, derive_seed, run_episodes, summarize
-from gaca_openrlhf.rollout.toy_env import register as register_toy
-
-register_toy()
 ACTIONS = ["go forward", "go back", "look"]
 
 

@@ -13,7 +13,7 @@ from agents.prompts import PromptTemplate
 from agents.registry import ENVIRONMENTS
 from gaca_openrlhf.rollout.agent_executor import AgentExecutor
 from gaca_openrlhf.rollout.config import RolloutConfig
-from gaca_openrlhf.rollout.toy_env import ToyCorridorEnv
+from agents.toy.env import ToyCorridorEnv
 
 
 class FakeTokenizer:

@@ -1,11 +1,11 @@
-"""The ``toy`` corridor environment (``gaca_openrlhf/rollout/toy_env.py``) played step by step: goals, walls, the
+"""The ``toy`` corridor environment (``agents/toy/env.py``) played step by step: goals, walls, the
 reward, the step limit, invalid and inadmissible actions, the injected failure and the registry entry. The fast
 rollout tests use this env; a silent change in its rules would change what they check."""
 
 import pytest
 
 from agents.base import EnvError
-from gaca_openrlhf.rollout.toy_env import PROMPT, ToyCorridorEnv, make_env, register
+from agents.toy.env import PROMPT, ToyCorridorEnv, make_env
 
 
 def _obs(room, length=4):
@@ -95,19 +95,18 @@ def test_injected_failure_only_on_its_task():
         ToyCorridorEnv(fail_on_task=0).reset(0)
 
 
-def test_make_env_passes_its_config_and_register_adds_toy(monkeypatch):
-    """Catches: ``make_env`` ignoring its config, or the registry entry pointing at the wrong module/names."""
-    from agents.registry import ENVIRONMENTS
+def test_make_env_passes_its_config_and_the_registry_line_builds_it():
+    """Catches: ``make_env`` ignoring its config, or the registry line pointing at the wrong module/names (the toy
+    env is registered by its one line in ``agents.registry``, like every environment: nothing to call first)."""
+    from agents import registry
 
     env = make_env(length=6, max_steps=2, fail_on_task=9)
     assert (env.length, env.max_steps, env.fail_on_task) == (6, 2, 9)
     env.close()
-    monkeypatch.delitem(ENVIRONMENTS, "toy", raising=False)
-    register()
-    assert ENVIRONMENTS["toy"] == ("gaca_openrlhf.rollout.toy_env", "make_env", "PROMPT")
-    monkeypatch.setitem(ENVIRONMENTS, "toy", ("other", "f", "P"))
-    register()  # idempotent: an existing entry is kept
-    assert ENVIRONMENTS["toy"] == ("other", "f", "P")
+    assert registry.ENVIRONMENTS["toy"] == ("agents.toy.env", "make_env", "PROMPT")
+    built = registry.make_env("toy", length=5)
+    assert isinstance(built, ToyCorridorEnv) and built.length == 5 and built.name == "toy"
+    assert registry.prompt_template("toy") is PROMPT
 
 
 def test_prompt_names_the_task_actions_and_history():

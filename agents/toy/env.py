@@ -70,9 +70,3 @@ class ToyCorridorEnv:
 def make_env(**config) -> ToyCorridorEnv:
     return ToyCorridorEnv(**config)
 
-
-def register() -> None:
-    """Add ``toy`` to the environment registry (idempotent)."""
-    from agents.registry import ENVIRONMENTS
-
-    ENVIRONMENTS.setdefault("toy", (__name__, "make_env", "PROMPT"))
