@@ -970,8 +970,9 @@ def test_hf_keeper_takes_each_checkpoint_before_the_rotation_deletes_it(tmp_path
     save = "mkdir -p {d}/global_step{s}_hf && echo w{s} > {d}/global_step{s}_hf/model.safetensors"
     steps = "; ".join([
         "hf_keeper_start " + str(run), "echo keeper=$HF_KEEPER_PID",
-        save.format(d=ck, s=1), "sleep 0.5", save.format(d=ck, s=2), "sleep 0.5",
-        f"rm -rf {ck}/global_step1_hf", save.format(d=ck, s=3), "sleep 0.5", f"rm -rf {ck}/global_step2_hf",
+        # 2 s between saves: 20 polls, so a loaded CI machine still sees each step (was 0.5 s: flaky under load)
+        save.format(d=ck, s=1), "sleep 2", save.format(d=ck, s=2), "sleep 2",
+        f"rm -rf {ck}/global_step1_hf", save.format(d=ck, s=3), "sleep 2", f"rm -rf {ck}/global_step2_hf",
         f"hf_keeper_stop {run}", "echo stopped=${HF_KEEPER_PID:-none}",
     ])
     res = common(steps, HF_KEEP_POLL_S="0.1")
@@ -982,5 +983,7 @@ def test_hf_keeper_takes_each_checkpoint_before_the_rotation_deletes_it(tmp_path
     # a script that dies while training leaves no keeper behind
     res = common(f"hf_keeper_start {run}; echo keeper=$HF_KEEPER_PID; exit 1", HF_KEEP_POLL_S="0.1")
     import time
-    time.sleep(1.0)
-    assert not running(int(res.stdout.split("keeper=")[1].split()[0]))
+    pid, deadline = int(res.stdout.split("keeper=")[1].split()[0]), time.time() + 15
+    while running(pid) and time.time() < deadline:  # the keeper notices its parent is gone within a poll or two
+        time.sleep(0.2)
+    assert not running(pid)
