@@ -165,6 +165,10 @@ def test_huge_inputs_refused(server_url):
 def test_unknown_api_route_is_json_404(server_url):
     r = requests.get(server_url + "/api/nothing", timeout=10)
     assert r.status_code == 404 and "error" in r.json()
+    # a known API path with a method it lacks, and an unrouted /api/ URL, are JSON too (not the HTML error page)
+    r = requests.put(server_url + "/api/step", timeout=10)
+    assert r.status_code == 404 and r.json() == {"error": "unknown API route '/api/step'"}
+    assert requests.get(server_url + "/api/", timeout=10).json()["error"]
 
 
 def test_sessions_are_isolated(server_url, shop):
@@ -264,6 +268,9 @@ def test_page_errors(server_url):
     requests.get(f"{server_url}/fixed_5", timeout=10)
     assert requests.get(f"{server_url}/item_page/fixed_5/NOPE/q/1/%7B%7D", timeout=10).status_code == 404
     assert requests.get(f"{server_url}/item_page/fixed_5/{'B0'}/q/1/notjson", timeout=10).status_code in (400, 404)
+    # an unrouted URL (no page route matched) still gets the HTML error page with its link back to the shop
+    r = requests.get(f"{server_url}/a/b/c", timeout=10)
+    assert r.status_code == 404 and "text/html" in r.headers["Content-Type"] and 'href="/"' in r.text
 
 
 def test_synthetic_goal_mode_is_solvable():

@@ -77,6 +77,18 @@ def test_pages_cannot_touch_api_episodes(shop):
     assert client.get(f"/search_results/{other}/tea/1").status_code == 404
 
 
+def test_two_apps_in_one_process_share_no_state(shop):
+    a, b = create_app(shop).test_client(), create_app(shop).test_client()
+    sid = api(a, "/api/reset", {"goal_index": 0})[1]["session_id"]
+    assert a.get("/p1").status_code == 200 and a.get("/search_results/p1/tea/1").status_code == 200
+    assert b.get("/search_results/p1/tea/1").status_code == 404  # a's page session is unknown to b
+    assert api(b, "/api/step", {"session_id": sid, "action": "search[tea]"})[0] == 410
+    stats_a, stats_b = a.get("/api/stats").get_json(), b.get("/api/stats").get_json()
+    assert (stats_a["sessions"], stats_a["page_sessions"], stats_a["resets_total"]) == (1, 1, 1)
+    assert (stats_b["sessions"], stats_b["page_sessions"], stats_b["resets_total"]) == (0, 0, 0)
+    assert stats_a["boot_id"] != stats_b["boot_id"]
+
+
 @pytest.mark.parametrize("body", [
     '{"session_id": "x", "action": "click[a]", "seq": ' + "9" * 5000 + "}",  # int over Python's digit limit
     "[" * 8000 + "]" * 8000,  # deeper than the recursion limit
