@@ -4,7 +4,7 @@ Cheaper than a full evaluation (no vLLM, no environment): it decodes greedily wi
 demonstration prompts of each set and counts the expert's exact action and admissible actions per verb
 (``go`` / ``open`` / ``take`` / ``move``). ``take`` and ``move`` need the object's name copied from the prompt --
 the capability the from-scratch quickstart model acquires last (after ~2000 SFT steps; see
-gaca_openrlhf/bench/quickstart.py's status).
+gaca_openrlhf/bench/quickstart/__init__.py's status).
 
     # demonstrations: <warm start>/demos.jsonl (written by python -m gaca_openrlhf.sft); held-out ones e.g. with
     #   gaca_openrlhf.sft.demos.alfworld_demos(ROOT, games_of_valid_seen, expert="search") + save_demos

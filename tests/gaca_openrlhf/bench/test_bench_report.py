@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from gaca_openrlhf.bench import report
-from gaca_openrlhf.bench.quickstart import QuickstartConfig
+from gaca_openrlhf.bench.quickstart.config import QuickstartConfig
 
 
 def test_mean_pop_sd_is_the_population_sd():
@@ -124,7 +124,8 @@ def test_report_labels_the_easier_subset_and_the_demonstrator():
     # bug caught: a report that hides the receptacle cap (the numbers would read as full-room ALFWorld)
     from dataclasses import replace
 
-    from gaca_openrlhf.bench.quickstart import PRESETS, State
+    from gaca_openrlhf.bench.quickstart.config import PRESETS
+    from gaca_openrlhf.bench.quickstart.state import State
     from gaca_openrlhf.bench.report import _data_md
 
     text = _data_md(PRESETS["full"], State(panel="p.json"))

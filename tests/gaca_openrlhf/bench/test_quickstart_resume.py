@@ -7,8 +7,10 @@ import json
 import os
 import shlex
 
-from gaca_openrlhf.bench.quickstart import (WALL_TIME_FILE, State, build_parser, config_from_args, reusable_eval, reusable_run,
-                                            rl_command, run_order)
+from gaca_openrlhf.bench.quickstart.cli import build_parser, config_from_args, run_order
+from gaca_openrlhf.bench.quickstart.phases import rl_command
+from gaca_openrlhf.bench.quickstart.resume import panel_digests, reusable_eval, reusable_run
+from gaca_openrlhf.bench.quickstart.state import WALL_TIME_FILE, State
 
 
 def cfg_of(*argv):
@@ -143,8 +145,6 @@ def test_an_evaluation_of_a_regenerated_panel_is_not_reused(tmp_path):
 
 
 def test_panel_digests_follow_the_games_not_the_path(tmp_path):
-    from gaca_openrlhf.bench.quickstart import panel_digests
-
     cfg, st = cfg_of(), State(data=str(tmp_path))
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
@@ -155,3 +155,21 @@ def test_panel_digests_follow_the_games_not_the_path(tmp_path):
     assert panel_digests(cfg, st, {"": str(panel)}) != first
     ws = cfg_of("--env", "webshop")
     assert panel_digests(ws, st, {"": "test"}) != panel_digests(ws, st, {"": "eval"})
+
+
+def test_resume_reuses_an_evaluation_only_when_every_panel_is_there(tmp_path):
+    cfg = cfg_of()
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    out = tmp_path / "ev"
+    want = {"model": str(model), "env": "alfworld", "temperature": cfg.eval_temperature, "max_steps": cfg.max_steps,
+            "max_tokens": cfg.max_new_tokens, "episodes_per_task": 1, "seed": 0}
+    (out / "val").mkdir(parents=True)
+    (out / "seed0.json").write_text(json.dumps({"config": {**want, "num_tasks": cfg.heldout_games}}))
+    extra = {"val": "/abs/val.json"}
+    assert reusable_eval(cfg, out, str(model), (0,)) and not reusable_eval(cfg, out, str(model), (0,), extra)
+    (out / "val" / "seed0.json").write_text(json.dumps({"config": {**want, "panel_arg": "/abs/other.json"}}))
+    assert not reusable_eval(cfg, out, str(model), (0,), extra)  # another validation panel
+    (out / "val" / "seed0.json").write_text(json.dumps({"config": {**want, "panel_arg": "/abs/val.json"}}))
+    assert reusable_eval(cfg, out, str(model), (0,), extra)

