@@ -50,6 +50,10 @@ def add_project_args(parser: argparse.ArgumentParser) -> None:
                         "after the weight sync) exceeds this: a broken weight sync (0: no check)")
     t.add_argument("--gaca.dump_dir", default=None,
                    help="save each iteration's StepBatch and advantages here (tests/debugging)")
+    t.add_argument("--gaca.logprob_chunk_size", type=int, default=0,
+                   help="compute the policy's training/experience log-probs and entropy over this many tokens at a "
+                        "time from the final hidden states (no full [tokens, vocab] fp32 logits; same values to fp32 "
+                        "rounding, gaca_openrlhf/trainer/chunked_actor.py); 0: OpenRLHF's full logits")
     e = parser.add_argument_group("Environment (--env.*)")
     e.add_argument("--env.name", default="alfworld", help="registered environment: alfworld | webshop | toy")
     e.add_argument("--env.kwargs", default=None, help="JSON object passed to agents.registry.make_env")
@@ -103,9 +107,31 @@ def parse_args(argv=None):
                   "`python -m gaca_openrlhf.eval` (fixed panels, seeds)")
         if args.train.async_enable:
             raise SystemExit("--train.async_enable is not supported with step samples (the step trainer is synchronous)")
-        if args.ds.packing_samples or args.train.dynamic_batch_enable:
-            raise SystemExit("--ds.packing_samples / --train.dynamic_batch_enable are not supported with step samples")
+        check_packing_args(args)
     return args
+
+
+def check_packing_args(args) -> None:
+    """Packing / token-budget micro-batches with step samples (docs/packing.md).
+
+    OpenRLHF's validation turns packing on with dynamic batches and forces ``flash_attention_2`` with packing. Where
+    flash-attn is not installed (the CPU backend, the rehearsal) packed micro-batches run on ``sdpa``: with no
+    attention mask, transformers derives a block-diagonal causal mask from the per-sequence position ids that
+    OpenRLHF's packed path passes (``masking_utils.find_packed_sequence_indices``), the pure-PyTorch equivalent of
+    the variable-length kernel.
+    """
+    if args.ds.packing_samples and "flash_attention" in args.ds.attn_implementation:
+        from transformers.utils import is_flash_attn_2_available
+
+        if not is_flash_attn_2_available():
+            print(f"[gaca] flash-attn is not installed: packed micro-batches use --ds.attn_implementation sdpa "
+                  f"(block-diagonal mask from per-sequence position ids) instead of {args.ds.attn_implementation}")
+            args.ds.attn_implementation = "sdpa"
+    if args.ds.ring_attn_size > 1 and (args.ds.packing_samples or args.train.dynamic_batch_enable):
+        raise SystemExit("--ds.ring_attn_size > 1 is not supported with step samples")
+    if args.train.dynamic_batch_enable and args.gaca.updates_per_iteration:
+        raise SystemExit("--train.dynamic_batch_enable needs --gaca.mini_batch_steps (the update windows in step "
+                         "samples), not the deprecated --gaca.updates_per_iteration")
 
 
 def _dp_size(args) -> int:

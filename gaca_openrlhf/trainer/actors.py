@@ -25,7 +25,9 @@ import torch
 
 from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
 
+from .chunked_actor import install_chunked_forward
 from .entropy import policy_forward_with_entropy
+from .minibatch import min_token_budget_parts, token_budget_partition
 
 
 def set_lr_position(scheduler, iteration: int) -> None:
@@ -56,18 +58,100 @@ def rotate_hf_checkpoints(ckpt_path: str, max_num: int) -> list:
     return doomed
 
 
+def _dynamic_batches(strategy) -> bool:
+    """``--train.dynamic_batch_enable`` of the strategy's arguments (False where they are absent)."""
+    train = getattr(getattr(strategy, "args", None), "train", None)
+    return bool(getattr(train, "dynamic_batch_enable", False))
+
+
+def _dp_all_reduce(strategy, values, op):
+    """All-reduce a list of numbers over the data-parallel group (identity without torch.distributed)."""
+    import torch.distributed as dist
+
+    t = torch.tensor(values, dtype=torch.float64)
+    if dist.is_available() and dist.is_initialized():
+        mesh = getattr(strategy, "ds_device_mesh", None)
+        group = mesh["dp"].get_group() if mesh is not None else None
+        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
+        t = t.to(device)
+        dist.all_reduce(t, op=op, group=group)
+    return t.cpu().tolist()
+
+
+def setup_step_dynamic_batch(buffer, strategy, updates: int, budget: int, seed: int) -> None:
+    """Token-budget micro-batches over a rank's replay buffer of step samples (replaces OpenRLHF's
+    ``NaiveReplayBuffer.setup_dynamic_batch``, whose step count assumes one sample per episode).
+
+    The rank's samples (shuffled with ``seed``, as the fixed-size path's DataLoader shuffles) form ``updates``
+    windows of equal size, one per optimizer update (the mini-batch plan in step samples, unchanged); each window is
+    split into the same number of micro-batches on every rank (the largest rank minimum for ``budget`` tokens,
+    :func:`~.minibatch.token_budget_partition`). The loss normalizer of every micro-batch is the window's global
+    response-token count (OpenRLHF's per-token mean over the mini-batch, so the LR means the same); padding copies
+    have a zero action mask and count neither tokens nor samples.
+    """
+    import random
+
+    import torch.distributed as dist
+
+    items = buffer.items
+    n = len(items)
+    if updates < 1 or n % updates:
+        raise ValueError(f"{n} local step samples cannot form {updates} equal update windows")
+    per_window = n // updates
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    windows = [order[w * per_window:(w + 1) * per_window] for w in range(updates)]
+    lengths = [int(item.attention_mask.sum()) for item in items]
+    local_min = [min_token_budget_parts([lengths[i] for i in win], budget) for win in windows]
+    counts = [int(c) for c in _dp_all_reduce(strategy, local_min, dist.ReduceOp.MAX)]
+    tokens = [sum(float(items[i].action_mask.sum()) for i in win) for win in windows]
+    samples = [sum(float(items[i].action_mask.sum() > 0) for i in win) for win in windows]
+    reduced = _dp_all_reduce(strategy, tokens + samples, dist.ReduceOp.SUM)
+    g_tokens, g_samples = reduced[:updates], reduced[updates:]
+    buffer.dynamic_indices, buffer.dynamic_sample_loss_scale = [], []
+    buffer.dynamic_batch_num_tokens, buffer.dynamic_global_batch_size, buffer.dynamic_optimizer_step = [], [], []
+    for w, win in enumerate(windows):
+        k = max(1, min(counts[w], len(win)))
+        parts = token_budget_partition([lengths[i] for i in win], k)
+        for j, part in enumerate(parts):
+            buffer.dynamic_indices.append([win[i] for i in part])
+            buffer.dynamic_sample_loss_scale.append(len(part) / len(win))
+            buffer.dynamic_batch_num_tokens.append(g_tokens[w])
+            buffer.dynamic_global_batch_size.append(g_samples[w])
+            buffer.dynamic_optimizer_step.append(int(j == k - 1))
+    buffer.sample_batch_size = 1
+
+
 class StepPolicyMixin:
     forward_with_entropy = policy_forward_with_entropy  # experience forward + per-step entropy (EMPG; .entropy)
+
+    def init_model_from_pretrained(self, strategy, pretrain, max_steps=None, vllm_engines=None):
+        """OpenRLHF's model set-up, then the chunked log-prob/entropy forward (``--gaca.logprob_chunk_size``)."""
+        out = super().init_model_from_pretrained(strategy, pretrain, max_steps=max_steps, vllm_engines=vllm_engines)
+        chunk = int(getattr(getattr(strategy.args, "gaca", None), "logprob_chunk_size", 0) or 0)
+        if install_chunked_forward(self.actor, chunk):
+            strategy.print(f"[gaca] log-probs/entropy in chunks of {chunk} tokens (no full-vocabulary logits)")
+        return out
 
     def set_iteration_batch(self, num_samples: int, updates: int, iteration: int | None = None) -> int:
         """Use ``num_samples / updates`` samples per optimizer update this iteration; returns the grad-accum steps.
 
-        ``iteration`` (0-based) positions the LR schedule (module docstring).
+        ``iteration`` (0-based) positions the LR schedule (module docstring). With token-budget micro-batches
+        (``--train.dynamic_batch_enable``) DeepSpeed runs with micro batch 1 and no accumulation (OpenRLHF's dynamic
+        mode, which steps the optimizer itself at each window's end): only the update count is kept, for
+        :func:`setup_step_dynamic_batch`; returns 1.
         """
         strategy = self.strategy
         engine = self.actor.model  # DeepSpeedEngine
         micro, dp = engine.train_micro_batch_size_per_gpu(), engine.dp_world_size
         per_update = num_samples // updates
+        if _dynamic_batches(strategy):
+            if per_update * updates != num_samples or per_update % dp:
+                raise ValueError(f"{num_samples} samples cannot form {updates} updates over {dp} ranks")
+            self._step_updates, self._step_iteration = updates, iteration or 0
+            if iteration is not None:
+                set_lr_position(self.actor_scheduler, iteration)
+            return 1
         if per_update * updates != num_samples or per_update % (micro * dp):
             raise ValueError(f"{num_samples} samples cannot form {updates} updates of micro batch {micro} x {dp} ranks")
         engine.set_train_batch_size(per_update)
@@ -84,6 +168,12 @@ class StepPolicyMixin:
         trainer = self.trainer
         if not getattr(trainer.training_step, "__gaca_guard__", False):
             trainer.training_step = _guard_empty_micro_batches(trainer.training_step)
+        if _dynamic_batches(getattr(self, "strategy", None)):  # token-budget micro-batches in the update windows
+            args = self.strategy.args
+            buffer = trainer.replay_buffer
+            updates, seed = getattr(self, "_step_updates", 1), args.train.seed + getattr(self, "_step_iteration", 0)
+            buffer.setup_dynamic_batch = lambda strategy: setup_step_dynamic_batch(
+                buffer, strategy, updates, args.train.max_tokens_per_gpu, seed)
         scheduler, engine.lr_scheduler = engine.lr_scheduler, None  # stepped per iteration, not per update
         try:
             status = super().fit(kl_ctl)

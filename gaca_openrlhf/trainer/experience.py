@@ -23,7 +23,7 @@ from openrlhf.utils.logging_utils import init_logger
 
 from gaca_openrlhf.advantages import AdvantageConfig, StepBatch, compute_advantages, list_estimators, summary_metrics
 
-from .minibatch import balanced_sizes
+from .minibatch import balanced_sizes, token_budget_micro_batches
 from . import anchor_text
 from .entropy import ENTROPY_KEY, EntropyExperienceMixin
 from .samples import META_KEYS
@@ -82,9 +82,11 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
         spread over the ranks) in the same number of micro-batches of at most ``rollout.micro_batch_size``.
 
         ``async_run_method_batch`` hands each rank a contiguous chunk of ``len / DP`` micro-batches, so the list is
-        laid out rank by rank. Other samples (OpenRLHF's rollouts) use the base split.
+        laid out rank by rank. With ``--train.dynamic_batch_enable`` each rank's rows are grouped into token-budget
+        micro-batches of at most ``rollout.max_tokens_per_gpu`` tokens (:func:`~.minibatch.token_budget_micro_batches`,
+        the same count on every rank) instead. Other samples (OpenRLHF's rollouts) use the base split.
         """
-        if not rollout_samples or "gaca/dup_of" not in rollout_samples[0].info or self.args.train.dynamic_batch_enable:
+        if not rollout_samples or "gaca/dup_of" not in rollout_samples[0].info:
             return super().split_rollout_samples(rollout_samples)
         dp = self._dp_size()
         if len(rollout_samples) % dp:
@@ -92,6 +94,13 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
                              "(the samples generator pads to a multiple: see gaca_openrlhf.trainer.minibatch)")
         for i, sample in enumerate(rollout_samples):
             sample.index = [i]
+        if self.args.train.dynamic_batch_enable:
+            per_rank = [rollout_samples[rank::dp] for rank in range(dp)]
+            budget = self.args.rollout.max_tokens_per_gpu or self.args.train.max_tokens_per_gpu
+            plans = token_budget_micro_batches(
+                [[int(s.attention_mask.sum()) for s in rows] for rows in per_rank], budget)
+            return [Experience.concat_experiences([rows[i] for i in part], self.tokenizer.pad_token_id)
+                    for rows, parts in zip(per_rank, plans) for part in parts]
         sizes = balanced_sizes(len(rollout_samples) // dp, max(1, self.args.rollout.micro_batch_size))
         micro_batches = []
         for rank in range(dp):

@@ -68,3 +68,59 @@ def balanced_sizes(total: int, max_size: int) -> list:
     parts = math.ceil(total / max_size)
     base, extra = divmod(total, parts)
     return [base + 1] * extra + [base] * (parts - extra)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Token-budget micro-batches (--train.dynamic_batch_enable)
+# --------------------------------------------------------------------------------------------------------------
+def token_budget_partition(lengths, num_parts: int) -> list:
+    """Split sample indices into ``num_parts`` non-empty micro-batches of balanced token counts.
+
+    Longest-processing-time greedy: samples by decreasing length (ties by index), each to the micro-batch with the
+    fewest tokens so far (ties: the lower part). Deterministic; each index appears exactly once; every part is
+    non-empty when ``num_parts <= len(lengths)``. Indices inside a part are sorted.
+    """
+    n = len(lengths)
+    if not 1 <= num_parts <= max(n, 1):
+        raise ValueError(f"cannot split {n} samples into {num_parts} non-empty micro-batches")
+    parts = [[] for _ in range(num_parts)]
+    loads = [0] * num_parts
+    for i in sorted(range(n), key=lambda k: (-int(lengths[k]), k)):
+        p = min(range(num_parts), key=lambda q: (loads[q], q))
+        parts[p].append(i)
+        loads[p] += int(lengths[i])
+    return [sorted(p) for p in parts]
+
+
+def min_token_budget_parts(lengths, budget: int) -> int:
+    """The fewest micro-batches :func:`token_budget_partition` needs so that none holds more than ``budget`` tokens.
+
+    A sample longer than the budget gets a micro-batch of its own (the budget is then exceeded by that sample
+    alone). 0 for no samples.
+    """
+    n = len(lengths)
+    if budget < 1:
+        raise ValueError(f"token budget must be >= 1 (got {budget})")
+    if n == 0:
+        return 0
+    k = max(1, math.ceil(sum(int(x) for x in lengths) / budget))
+    while k < n:
+        parts = token_budget_partition(lengths, k)
+        if all(sum(int(lengths[i]) for i in p) <= budget or len(p) == 1 for p in parts):
+            return k
+        k += 1
+    return n
+
+
+def token_budget_micro_batches(lengths_per_rank, budget: int) -> list:
+    """Token-budget micro-batches for each DP rank, the same number on every rank (ZeRO needs equal call counts).
+
+    ``lengths_per_rank[r]`` are the token lengths of rank r's samples; the count is the largest of the ranks' minima
+    (:func:`min_token_budget_parts`), capped at the smallest rank's sample count. Returns ``[rank][micro] -> local
+    indices``.
+    """
+    if not lengths_per_rank:
+        return []
+    k = max(min_token_budget_parts(lengths, budget) for lengths in lengths_per_rank)
+    k = max(1, min(k, min(len(lengths) for lengths in lengths_per_rank)))
+    return [token_budget_partition(lengths, k) for lengths in lengths_per_rank]

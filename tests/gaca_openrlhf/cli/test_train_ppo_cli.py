@@ -96,3 +96,21 @@ def test_param_dtype_auto_is_resolved_before_anything_reads_it(monkeypatch):
         parse_args(base + ["--gaca.backend", "gpu", "--ds.param_dtype", "fp32"])
     monkeypatch.setattr(cpu, "fast_bf16", lambda: True)
     assert parse_args(base + ["--gaca.backend", "cpu"]).ds.param_dtype == "bf16"
+
+
+def test_packing_and_token_budget_accepted_with_step_samples():
+    """Packing / dynamic batches are no longer refused; without flash-attn the packed path runs on sdpa."""
+    from transformers.utils import is_flash_attn_2_available
+
+    args = parse_args(_step("--ds.packing_samples", "--train.dynamic_batch_enable", "--train.max_tokens_per_gpu",
+                            "4096", "--gaca.mini_batch_steps", "4", "--gaca.logprob_chunk_size", "512"))
+    assert args.ds.packing_samples and args.train.dynamic_batch_enable
+    assert args.rollout.max_tokens_per_gpu == 4096 and args.gaca.logprob_chunk_size == 512
+    if not is_flash_attn_2_available():
+        assert args.ds.attn_implementation == "sdpa"
+    args = parse_args(_step("--train.dynamic_batch_enable", "--gaca.mini_batch_steps", "4"))
+    assert args.ds.packing_samples  # OpenRLHF's validation: dynamic batches pack
+    assert parse_args(_step("--train.batch_size", "4")).gaca.logprob_chunk_size == 0  # off by default
+    with pytest.raises(SystemExit, match="ring_attn_size"):
+        parse_args(_step("--ds.packing_samples", "--ds.ring_attn_size", "2", "--actor.num_gpus_per_node", "2",
+                         "--gaca.mini_batch_steps", "4"))

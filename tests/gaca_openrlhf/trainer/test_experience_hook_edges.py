@@ -132,7 +132,7 @@ def test_logprob_gap_empty_without_logprobs():
 
 
 def test_split_falls_back_to_openrlhf_for_other_samples():
-    """Samples without the step metadata, an empty list, or dynamic batching go to OpenRLHF's split
+    """Samples without the step metadata or an empty list go to OpenRLHF's split
     (contiguous micro-batches of ``rollout.micro_batch_size``), not to the rank-strided one."""
     plain = _samples(4)
     for s in plain:
@@ -142,19 +142,21 @@ def test_split_falls_back_to_openrlhf_for_other_samples():
     assert _maker(dp=2).split_rollout_samples([]) == []
 
 
-def test_dynamic_batching_uses_openrlhf_split_even_for_step_samples(monkeypatch):
-    from openrlhf.trainer.ppo_utils import experience_maker
-
-    seen = {}
-
-    def partitions(lengths, k, equal_size):  # record what OpenRLHF's balancer is asked
-        seen["k"] = k
-        return [list(range(len(lengths)))]
-
-    monkeypatch.setattr(experience_maker, "get_seqlen_balanced_partitions", partitions)
-    monkeypatch.setattr(experience_maker, "get_minimum_num_micro_batch_size", lambda *a: 1)
-    micro = _maker(dp=1, dynamic=True).split_rollout_samples(_samples(3))
-    assert seen == {"k": 1} and [e.index for e in micro] == [[0, 1, 2]]
+def test_dynamic_batching_splits_step_samples_by_token_budget():
+    """Token-budget micro-batches keep the rank-strided split (row r -> rank r mod DP), give every rank the same
+    number of micro-batches, hold each row exactly once and stay within ``rollout.max_tokens_per_gpu`` (64 here)."""
+    samples = [step_experience(_step(t, prompt_len=p, resp_len=r), 0, t, _EPISODE)
+               for t, (p, r) in enumerate([(40, 10), (3, 2), (20, 5), (30, 30), (5, 1), (8, 8), (50, 12), (2, 2)])]
+    lengths = [int(s.attention_mask.sum()) for s in samples]
+    micro = _maker(dp=2, dynamic=True).split_rollout_samples(samples)
+    ranks = [micro[: len(micro) // 2], micro[len(micro) // 2:]]
+    assert len(ranks[0]) == len(ranks[1]) >= 2
+    for rank, batches in enumerate(ranks):
+        rows = sorted(i for e in batches for i in e.index)
+        assert rows == list(range(rank, len(samples), 2))
+        for e in batches:
+            assert sum(lengths[i] for i in e.index) <= 64 or len(e.index) == 1
+            assert int(e.attention_mask.sum()) == sum(lengths[i] for i in e.index)
 
 
 def test_split_single_sample_and_micro_batch_of_one():

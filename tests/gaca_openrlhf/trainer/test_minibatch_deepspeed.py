@@ -14,6 +14,10 @@ micro-batches the trainer would send them: the real step samples -> ``pad_to_mul
    optimizer steps (``train/optimizer_steps``), and the LR is the cosine schedule's value at iterations 1 and 2 of 3
    (constant within the iteration).
 3. three checkpoints with ``--ckpt.save_hf --ckpt.max_num 2``: two HF copies are left, as DeepSpeed's.
+
+The ``packed`` variant runs the same checks with packed samples, token-budget micro-batches
+(``--train.dynamic_batch_enable``: DeepSpeed without accumulation, the optimizer stepped at each update window's end)
+and chunked log-probs: the same update counts, LR and reference gradient.
 """
 import json
 import math
@@ -60,7 +64,13 @@ def _more_steps(n, offset):
     return [(offset + i // 4, i % 4, 0, float(i % 2), [30 + i % 7, 31], [60 + i % 9, 61]) for i in range(n)]
 
 
-def worker(rank: int, port: int, out: str) -> None:
+#: extra options of the packed variant: packed micro-batches (sdpa, block-diagonal), token-budget micro-batches of
+#: at most 24 tokens (1-3 samples each) and log-probs in chunks of 4 tokens
+PACKED = ["--ds.packing_samples", "--train.dynamic_batch_enable", "--train.max_tokens_per_gpu", "24",
+          "--rollout.max_tokens_per_gpu", "24", "--gaca.logprob_chunk_size", "4"]
+
+
+def worker(rank: int, port: int, out: str, variant: str = "padded") -> None:
     from gaca_openrlhf.cpu.patches import apply
 
     apply()
@@ -86,7 +96,7 @@ def worker(rank: int, port: int, out: str) -> None:
         "--actor.adam.betas", "0.9", "0.999", "--actor.lr_scheduler", "cosine", "--actor.lr_warmup_ratio", "0",
         "--actor.max_norm", "1e9", "--ckpt.path", os.path.join(out, "ckpt"), "--ckpt.output_dir", out,
         "--ckpt.save_hf", "--ckpt.max_num", "2",
-    ])
+    ] + (PACKED if variant == "packed" else []))
     strategy = get_strategy(args)
     actor = GacaPolicyModelActor(2, rank, "127.0.0.1", port)
     actor.init_model_from_pretrained(strategy, model, max_steps=3, vllm_engines=None)
@@ -145,7 +155,8 @@ def reference_gradient(model_dir: str, before):
     return [p.grad.detach().clone() for p in model.parameters()]
 
 
-def test_real_actor_two_ranks(tmp_path):
+@pytest.mark.parametrize("variant", ["padded", "packed"])
+def test_real_actor_two_ranks(tmp_path, variant):
     import torch
 
     from gaca_openrlhf.models.tiny import ensure_tiny_model
@@ -155,7 +166,8 @@ def test_real_actor_two_ranks(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, PYTHONPATH=str(ROOT), DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
-    procs = [subprocess.Popen([sys.executable, __file__, "worker", str(r), str(port), str(tmp_path)], cwd=ROOT, env=env,
+    procs = [subprocess.Popen([sys.executable, __file__, "worker", str(r), str(port), str(tmp_path), variant],
+                              cwd=ROOT, env=env,
                               stdout=open(tmp_path / f"rank{r}.log", "w"), stderr=subprocess.STDOUT) for r in range(2)]
     codes = [p.wait(timeout=500) for p in procs]
     assert codes == [0, 0], (tmp_path / "rank0.log").read_text()[-4000:]
@@ -178,4 +190,4 @@ def test_real_actor_two_ranks(tmp_path):
 
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "worker":
-    worker(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    worker(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], *sys.argv[5:6])
