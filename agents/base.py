@@ -2,13 +2,14 @@
 
 An environment contributes three things (docs/design.md §2.4): an adapter with ``reset``/``step``
 (this protocol), a prompt template (see :mod:`agents.prompts`) and its success metrics (``EnvStep.info``).
-Adding a third environment touches ``agents/<env>/`` and one line in :data:`agents.registry.ENVIRONMENTS`.
+Adding an environment touches ``agents/<env>/`` (its :class:`EnvSpec`, everything the rest of the system asks of an
+environment) and one line in :data:`agents.registry.ENVIRONMENTS`.
 """
 from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 
 class EnvError(RuntimeError):
@@ -100,3 +101,179 @@ def step_env(env, action: str, valid: bool, invalid_action: str = "execute", pas
     if pass_validity is None:
         pass_validity = takes_validity(env)
     return env.step(action, valid) if pass_validity else env.step(action)
+
+
+# ----------------------------------------------------------------------------------------------- environment spec
+class EnvConfigError(ValueError):
+    """The user's options do not fit the environment (no data root, bad panel, unreachable server).
+
+    ``code`` is the exit status the command line answers with: 2 bad input, 3 environment unreachable.
+    """
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class PanelError(EnvConfigError):
+    """A panel could not be resolved (missing data, unknown name, empty panel)."""
+
+
+@dataclass
+class Panel:
+    """name: panel name; tasks: task ids passed to ``env.reset``; task_types: task id -> type known up front
+    (panels that list them; otherwise filled from the env's info during the run); meta: provenance."""
+
+    name: str
+    tasks: list[str]
+    task_types: dict[str, str] = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+
+
+def integer_panel(name: str, *, data_root: str | None = None, panel_dir: str | None = None,
+                  num_tasks: int | None = None, panel_seed: int = 0, env: str = "env") -> Panel:
+    """The default panel of an environment whose tasks are integers: tasks ``0 .. N-1`` (``num_tasks``, default 4),
+    whatever the panel's name."""
+    n = num_tasks or 4
+    return Panel(name=f"{env}[:{n}]", tasks=[str(i) for i in range(n)], meta={"first_n": n})
+
+
+def _add_num_arg(parser) -> None:
+    parser.add_argument("--num", type=int, required=True, help="number of integer tasks 0 .. N-1")
+
+
+def _num_task_ids(args) -> list:
+    return list(range(args.num))
+
+
+@dataclass(frozen=True)
+class QuickstartHooks:
+    """What ``python -m gaca_openrlhf.bench`` (the quickstart) asks of an environment. Every hook gets the
+    quickstart's config ``cfg`` (:class:`gaca_openrlhf.bench.quickstart.config.QuickstartConfig`) and its phase
+    state ``st`` (:class:`gaca_openrlhf.bench.quickstart.state.State`: ``data``, ``panel``, ``extra_panels``,
+    ``train_tasks``, ``rl_data``, ``server``, ``server_url``, ...), duck-typed so that ``agents`` imports nothing above.
+
+    data_title: the data phase's status line.
+    data_phase(cfg, st, out, console) -> detail: phase 1. Makes the task file (``st.train_tasks``), the test panel
+        (``st.panel``; a panel argument of the eval CLI), the extra panels (``st.extra_panels``: name -> panel
+        argument; ``"val"`` is the validation panel) and, if the env needs one, starts its server (``st.server``,
+        a ``subprocess.Popen`` the quickstart terminates at the end, and ``st.server_url``). Raises ``RuntimeError``
+        subclasses (the quickstart's ``PhaseError``; ``phase_error`` below builds one) on failure.
+    configure(cfg, overridden, smoke) -> cfg: the env's preset changes (fields not in ``overridden``, the names the
+        user set) and checks (``raise SystemExit(msg)``).
+    out_suffix: appended to the default output folder name (``outputs/quickstart[_compare]<suffix>``).
+    sft_source(cfg, st) -> argv: the ``python -m gaca_openrlhf.sft`` subcommand and its source options.
+    eval_args(cfg, st) -> argv: the eval CLI options that select the panels (``--panel``, ``--extra-panel``, data
+        root or server, prompt budget).
+    rl_max_len: ``train_ppo --data.max_len``.
+    rl_env_args(cfg, st) -> argv: ``train_ppo`` options of the env (``--env.kwargs``, ...), appended last.
+    report_data(cfg, st) -> markdown: the report's "Data" paragraph.
+    setting_data(cfg: dict) -> text: the data part of a record's setting line (``cfg`` is the recorded config).
+    """
+
+    data_title: str
+    data_phase: Callable[..., str]
+    sft_source: Callable[[Any, Any], list]
+    eval_args: Callable[[Any, Any], list]
+    rl_env_args: Callable[[Any, Any], list]
+    report_data: Callable[[Any, Any], str]
+    setting_data: Callable[[dict], str]
+    configure: Callable[[Any, set, bool], Any] = lambda cfg, overridden, smoke: cfg
+    out_suffix: str = ""
+    rl_max_len: int = 2048
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Everything the rest of the system asks of an environment; each ``agents/<env>/spec.py`` defines one as
+    ``SPEC`` and :data:`agents.registry.ENVIRONMENTS` maps the env's name to that module (one line). Only ``name``,
+    ``make_env`` and ``prompt`` are required: the defaults make an environment with integer tasks, no options, no
+    server, no Ray workers, no demonstrator and no quickstart.
+
+    Adapter and prompt
+        name: registry name (``--env``, ``--env.name``). label: its name in messages and reports (default ``name``).
+        make_env(**config) -> AgentEnv: the adapter (training rollouts and evaluation). prompt: the step-prompt
+        template (:mod:`agents.prompts`). prompt_case_inputs(task, observation, actions, history) -> the same four
+        as the prompt shows them, from the raw environment outputs a prompt case holds (default: unchanged).
+    Evaluation (``python -m gaca_openrlhf.eval``, the benchmark's evaluate, the diagnostics)
+        eval_prompt_max_len, eval_num_envs: defaults of ``--prompt-max-len`` and ``--num-envs``.
+        add_eval_args(parser, context): the env's own options (``context``: ``"eval"`` or ``"diagnostics"``, whose
+        defaults may differ). data_env_var: the variable ``--data`` defaults to (help text; the env reads it).
+        prepare_eval(args): check and fill the env's options in place (raise :class:`EnvConfigError`).
+        eval_env_config(args) -> dict: ``make_env`` keywords from the options (``--env-kwargs`` is merged after).
+        panel_help: what ``--panel`` names for this env. resolve_panel(name, *, data_root, panel_dir, num_tasks,
+        panel_seed) -> Panel (raise :class:`PanelError`). panel_files: panels are files listing all their tasks
+        (extra panels are not cut to ``--num-tasks``; the main one is).
+        check_server(env_kwargs, args) -> health dict, or None when the env has no server (raise
+        ``EnvConfigError(msg, code=3)`` when unreachable). generated_data(data_root, tasks, health) -> whether the
+        tasks are generated stand-ins, not comparable with published numbers (None: unknown).
+        needs_ray_workers(env_kwargs) -> whether the env slots are Ray actors (the session starts Ray).
+        rehearsal_workers_note: a rehearsal with no env workers is fine for this env, and this says why (None: a
+        rehearsal must place env workers). ray_worker_class: the Ray actor class of its env workers (the rehearsal
+        reports on which nodes they ran). task_types: its task-type names, when a task id names its type as a
+        folder ``<type>-...`` (the diagnostics' per-type lambda from advantage dumps).
+    Task files (``python -m gaca_openrlhf.rollout.tasks <env>``)
+        add_task_args(subparser); task_ids(args) -> task ids (default: ``--num N`` integer tasks).
+    SFT demonstrations (``python -m gaca_openrlhf.sft <env>``)
+        add_sft_args(subparser); sft_demos(args, progress) -> (DemoStep list, stats) or None (no demonstrator: no
+        subcommand; raise :class:`EnvConfigError` for bad input). sft_augment: ``--augment-prob`` applies (entity
+        renaming, :mod:`gaca_openrlhf.sft.augment`); otherwise it is forced to 0.
+    Quickstart and report labels
+        quickstart: :class:`QuickstartHooks`, or None (``--env`` of the quickstart does not offer the env).
+        packages: distributions whose versions a quickstart run records.
+    """
+
+    name: str
+    make_env: Callable[..., "AgentEnv"]
+    prompt: Any  # agents.prompts.PromptTemplate
+    label: str = ""
+    prompt_case_inputs: Callable[[str, str, Any, list], tuple] | None = None
+    # evaluation
+    eval_prompt_max_len: int = 1024
+    eval_num_envs: int = 8
+    add_eval_args: Callable[[Any, str], None] | None = None
+    data_env_var: str | None = None
+    prepare_eval: Callable[[Any], None] | None = None
+    eval_env_config: Callable[[Any], dict] | None = None
+    panel_help: str = "any name"
+    resolve_panel: Callable[..., Panel] | None = None
+    panel_files: bool = False
+    check_server: Callable[[dict, Any], dict] | None = None
+    generated_data: Callable[[str | None, list, dict], bool | None] | None = None
+    needs_ray_workers: Callable[[dict], bool] | None = None
+    rehearsal_workers_note: str | None = None
+    ray_worker_class: str | None = None
+    task_types: tuple = ()
+    # task files
+    add_task_args: Callable[[Any], None] = _add_num_arg
+    task_ids: Callable[[Any], list] = _num_task_ids
+    # SFT
+    add_sft_args: Callable[[Any], None] | None = None
+    sft_demos: Callable[[Any, Any], tuple] | None = None
+    sft_augment: bool = False
+    # quickstart, report
+    quickstart: QuickstartHooks | None = None
+    packages: tuple = ()
+
+    @property
+    def title(self) -> str:
+        """``label`` or, when empty, ``name``."""
+        return self.label or self.name
+
+    @property
+    def needs_server(self) -> bool:
+        return self.check_server is not None
+
+    def panel(self, name: str, *, data_root: str | None = None, panel_dir: str | None = None,
+              num_tasks: int | None = None, panel_seed: int = 0) -> Panel:
+        """The panel ``name`` of this env (``resolve_panel``; default :func:`integer_panel`)."""
+        if self.resolve_panel is None:
+            return integer_panel(name, num_tasks=num_tasks, env=self.name)
+        return self.resolve_panel(name, data_root=data_root, panel_dir=panel_dir, num_tasks=num_tasks,
+                                  panel_seed=panel_seed)
+
+    def env_config(self, args) -> dict:
+        return dict(self.eval_env_config(args)) if self.eval_env_config is not None else {}
+
+    def uses_ray(self, env_kwargs: dict) -> bool:
+        return bool(self.needs_ray_workers and self.needs_ray_workers(env_kwargs))

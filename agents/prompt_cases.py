@@ -24,8 +24,7 @@ from typing import Any
 
 from agents.parsing import parse_action
 from agents.prompts import render_prompt
-from agents.registry import prompt_template
-from agents.webshop.env import format_avail_actions, format_obs
+from agents.registry import spec
 
 
 def _case_inputs(env: str, case: dict) -> tuple[str, str, list[str], list[tuple[str, str]]]:
@@ -35,11 +34,9 @@ def _case_inputs(env: str, case: dict) -> tuple[str, str, list[str], list[tuple[
                for h in case.get("history") or []]
     if not all(len(h) == 2 and all(isinstance(x, str) for x in h) for h in history):
         raise ValueError("history entries must be {'observation': str, 'action': str}")
-    if env == "webshop":
-        obs = format_obs(obs, task)
-        history = [(format_obs(o, task), a) for o, a in history]
-        if isinstance(actions, dict):
-            actions = format_avail_actions(actions)
+    convert = spec(env).prompt_case_inputs  # raw env outputs -> as shown (WebShop: [SEP] text, clickables dict)
+    if convert is not None:
+        task, obs, actions, history = convert(task, obs, actions, history)
     if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
         raise ValueError(f"admissible_actions must be a list of strings, got {actions!r}")
     return task, obs, actions, history
@@ -50,7 +47,7 @@ def render_case(case: dict) -> dict:
     if not isinstance(case, dict) or "env" not in case:
         raise ValueError(f"a case is an object with an 'env' field, got {case!r}")
     env = case["env"]
-    template = prompt_template(env)
+    template = spec(env).prompt
     out = dict(case)
     if "response" in case:
         parsed = parse_action(case["response"], template.tail_chars)

@@ -7,7 +7,7 @@ the capability the from-scratch quickstart model acquires last (after ~2000 SFT 
 gaca_openrlhf/bench/quickstart/__init__.py's status).
 
     # demonstrations: <warm start>/demos.jsonl (written by python -m gaca_openrlhf.sft); held-out ones e.g. with
-    #   gaca_openrlhf.sft.demos.alfworld_demos(ROOT, games_of_valid_seen, expert="search") + save_demos
+    #   agents.alfworld.demos.alfworld_demos(ROOT, games_of_valid_seen, expert="search") + save_demos
     python examples/cpu/sft_copy_probe.py --demos TRAIN.jsonl --heldout HELD.jsonl --steps 600 \
         --prompt-loss-weight 0.3 --augment-prob 0.8 --out /tmp/probe1
     python examples/cpu/sft_copy_probe.py --demos TRAIN.jsonl --heldout HELD.jsonl --steps 0 --init WARM  # probe only

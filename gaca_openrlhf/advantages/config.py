@@ -35,7 +35,7 @@ class AdvantageConfig:
         default="mean_std_norm",
         metadata={
             "help": "Group normalization (rules 3-4): 'mean_std_norm' = (x - mean) / (unbiased std + eps); "
-            "'mean_norm' = x - mean (verl-agent uses it for WebShop)."
+            "'mean_norm' = x - mean (verl-agent uses it for its web-shopping benchmark)."
         },
     )
     gamma: float = field(default=0.95, metadata={"help": "Discount of the step return R_t (rule 2), in [0, 1]."})

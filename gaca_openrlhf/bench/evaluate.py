@@ -45,8 +45,8 @@ def main(argv=None) -> int:
             die(f"--extra-panel wants NAME=PANEL, got {spec!r}")
         panels.append((name, value))
     with EvalSession(args) as session:
-        # ALFWorld's extra panels are files (all their games); WebShop's are goal splits, cut to the main panel's size
-        resolved = [(name, arg, session.panel(arg, None if name and args.env == "alfworld" else args.num_tasks))
+        # extra panels that are files hold all their tasks; others (goal splits) are cut to the main panel's size
+        resolved = [(name, arg, session.panel(arg, None if name and session.spec.panel_files else args.num_tasks))
                     for name, arg in panels]
         session.start(seed=seeds[0])  # the engine's own seed is unused: every request carries its own
         briefs = {}

@@ -117,16 +117,9 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 def setting_line(cfg: dict, cpu: str) -> str:
     """The setting every number of a record carries (data, subset, model, step cap, CPU)."""
-    env = cfg.get("env", "alfworld")
-    if env == "alfworld":
-        rooms = (f"<= {cfg['max_receptacles']} receptacles" if cfg.get("max_receptacles", 0) > 0 else "full rooms")
-        distr = ("no distractor objects" if cfg.get("max_distractor_types") == 0 else
-                 "ALFRED's distractors" if cfg.get("max_distractor_types", -1) < 0 else
-                 f"<= {cfg['max_distractor_types']} distractor classes")
-        data = (f"generated ALFWorld games (not ALFWorld's data), task type(s) {cfg.get('task_types')}, {rooms}, "
-                f"{distr}, {cfg.get('train_games')} train games")
-    else:
-        data = f"WebShop ({'generated catalog' if cfg.get('webshop_generated') else 'WebShop data'})"
+    from agents.registry import DEFAULT_ENV, spec
+
+    data = spec(cfg.get("env", DEFAULT_ENV)).quickstart.setting_data(cfg)  # the environment's own words
     return (f"{data}; {cfg.get('max_steps')}-step cap; the quickstart model of size `{cfg.get('model_size')}` "
             f"(SFT warm start); RL {cfg.get('rl_iterations')} iterations x {cfg.get('rl_tasks_per_iter')} tasks x "
             f"n={cfg.get('rl_n')}, lr {cfg.get('rl_lr')}, temperature {cfg.get('rl_temperature')}, validity rule "

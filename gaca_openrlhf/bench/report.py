@@ -201,27 +201,10 @@ def _provenance_md(record: dict, timings: dict) -> str:
 
 
 def _data_md(cfg, st) -> str:
-    if cfg.env == "alfworld":
-        return (f"ALFWorld games generated offline (`python -m agents.alfworld generate`, seed {cfg.data_seed}), "
-                f"**easier subset: task type(s) {cfg.task_types}** (1 = pick_and_place_simple)"
-                + (f", **at most {cfg.max_receptacles} receptacles per room**"
-                   if getattr(cfg, "max_receptacles", 0) > 0 else "")
-                + (f", **at most {cfg.max_distractor_types} other object classes**"
-                   if getattr(cfg, "max_distractor_types", -1) >= 0 else "")
-                + f" -- not ALFWorld's task distribution, not comparable to published numbers. Train: {cfg.train_games} games (split `train`); "
-                f"held-out panel: {cfg.heldout_games} games of split `valid_seen` (`{st.panel}`). Episodes capped at "
-                f"{cfg.max_steps} steps, responses at {cfg.max_new_tokens} tokens. Demonstrations: "
-                + ("the observation-consistent searcher (`gaca_openrlhf/sft/alfworld_search.py`)."
-                   if getattr(cfg, "expert", "walkthrough") == "search"
-                   else "the games' stored expert walkthroughs (privileged: they know where objects are)."))
-    if cfg.webshop_data:
-        catalog = f"WebShop's data files from `{cfg.webshop_data}`"
-    else:
-        catalog = (f"**generated stand-in catalog** ({cfg.webshop_products} products, seed {cfg.data_seed}; not "
-                   f"comparable with published WebShop numbers)")
-    return (f"Local WebShop server, {catalog}. "
-            f"Train goals `train:0..{cfg.train_games - 1}` (goals 1500+); held-out panel: the first {cfg.heldout_games} goals of "
-            f"the `test` split. Episodes capped at {cfg.max_steps} steps.")
+    """The report's "Data" paragraph: the environment's own (``QuickstartHooks.report_data``)."""
+    from agents.registry import spec
+
+    return spec(cfg.env).quickstart.report_data(cfg, st)
 
 
 def _sft_md(st) -> str:

@@ -213,8 +213,12 @@ def create_vllm_engines(*args, **kwargs):
         _vllm_engine.RolloutRayActor = original
 
 
-#: Ray class name of the ALFWorld env workers (agents/alfworld/workers.py), created from inside the engines
-ENV_WORKER_CLASS = "AlfworldWorker"
+def env_worker_classes() -> list[str]:
+    """Ray class names of the environments' env workers (``EnvSpec.ray_worker_class``; e.g. ALFWorld's, created
+    from inside the engines)."""
+    from agents.registry import specs
+
+    return [s.ray_worker_class for s in specs() if s.ray_worker_class]
 
 
 def placement_report(engines: list[dict], policy_ranks: list[dict], policy_actors=(), ref_actors=(),
@@ -232,7 +236,7 @@ def placement_report(engines: list[dict], policy_ranks: list[dict], policy_actor
         "trainer": [actor_node(trainer)] if trainer is not None else [],
     }
     try:  # dead ones included: Ray's actor table keeps them
-        placement["env_workers"] = job_actor_nodes(ENV_WORKER_CLASS)
+        placement["env_workers"] = [n for cls in env_worker_classes() for n in job_actor_nodes(cls)]
     except Exception as e:  # noqa: BLE001
         placement["env_workers"] = []
         placement["env_workers_error"] = repr(e)

@@ -54,8 +54,9 @@ def node_checks(report: dict, num_nodes: int, env_name: Optional[str] = None) ->
                 f"trainer on node {[_short(n) for n in trainer]} of the cluster"))
     workers = placement.get("env_workers") or []
     counts = {_short(n): workers.count(n) for n in sorted(set(workers))}
-    if env_name == "webshop" and not workers:
-        out.append((True, "env workers: none (WebShop episodes run inside the vLLM engines, over HTTP)"))
+    note = _workers_note(env_name)
+    if note and not workers:
+        out.append((True, f"env workers: none ({note})"))
     else:
         ok = bool(workers) and all(n in ids for n in workers)
         out.append((ok, f"env workers: {len(workers)} on nodes of the cluster, per node {counts}"
@@ -68,6 +69,18 @@ def metrics_checks(rows: List[dict], iterations: int) -> List[Check]:
     return [(len(rows) == iterations, f"metrics.jsonl holds {len(rows)} iterations (need {iterations})"),
             (bool(rows) and all(v == 0 for v in failed),
              f"rollout/failed_episodes per iteration: {failed} (need all 0)")]
+
+
+def _workers_note(env_name: Optional[str]) -> Optional[str]:
+    """Why a rehearsal of ``env_name`` may place no env workers (``EnvSpec.rehearsal_workers_note``), or None."""
+    if not env_name:
+        return None
+    from agents.registry import spec
+
+    try:
+        return spec(env_name).rehearsal_workers_note
+    except KeyError:
+        return None
 
 
 def _env_name(save_path: str) -> Optional[str]:

@@ -19,6 +19,7 @@ import os
 import sys
 import time
 
+from agents.registry import DEFAULT_ENV, names, specs
 from gaca_openrlhf.advantages import AdvantageConfig
 
 from .lambda_dist import find_dumps, gate_lambda, lambda_from_dumps, lambda_from_metrics, lambda_stats
@@ -31,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output folder (diagnostics.json, diagnostics.md)")
     p.add_argument("--dump-dir", default=None, help="advantage dumps folder (default: search under --run)")
     p.add_argument("--model", default=None, help="frozen checkpoint (HF folder) for the action-disagreement test")
-    p.add_argument("--env", default="alfworld", choices=["alfworld", "webshop", "toy"])
+    p.add_argument("--env", default=DEFAULT_ENV, choices=names())
     p.add_argument("--panel", default="eval_id", help="task panel (as python -m gaca_openrlhf.eval)")
     p.add_argument("--num-tasks", type=int, default=32, help="first N tasks of the panel")
     p.add_argument("--episodes-per-task", type=int, default=2, help="trajectories per task (one pair each)")
@@ -41,11 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (over tasks)")
     p.add_argument("--lambda0", type=float, default=0.5, help="gate base for the frozen-policy lambda (rule 6)")
     p.add_argument("--alpha", type=float, default=0.5, help="gate slope for the frozen-policy lambda (rule 6)")
-    p.add_argument("--data", default=None, help="ALFWorld data root (default $ALFWORLD_DATA)")
+    p.add_argument("--data", default=None, help="the environment's data root (as python -m gaca_openrlhf.eval)")
     p.add_argument("--panel-dir", default=None)
-    p.add_argument("--webshop-url", default=None)
+    for spec in specs():  # each environment's own options, with the diagnostics' defaults
+        if spec.add_eval_args is not None:
+            spec.add_eval_args(p, "diagnostics")
     p.add_argument("--env-kwargs", default=None, help="JSON object merged into the env config")
-    p.add_argument("--alfworld-backend", default="local", choices=["auto", "local", "ray"])
     p.add_argument("--num-envs", type=int, default=1)
     p.add_argument("--env-timeout", type=float, default=120.0)
     p.add_argument("--max-steps", type=int, default=0, help="episode step limit (0: the env's own)")

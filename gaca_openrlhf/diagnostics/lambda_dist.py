@@ -23,15 +23,18 @@ import torch
 
 from gaca_openrlhf.advantages import AdvantageConfig, compute_advantages, get_estimator
 
-#: ALFWorld's six task types (folder names of its games start with them)
-ALFWORLD_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
-                  "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_two_obj_and_place")
-_TYPE_RE = re.compile(r"(?:^|[/\\])(" + "|".join(ALFWORLD_TYPES) + r")-")
+_TYPE_RE: list = []  # the compiled pattern, built on first use from the environments' task types
 
 
 def task_type_of(task: str) -> str:
-    """ALFWorld task type from a game id/path (``.../pick_two_obj_and_place-Obj-None-Recep-1/trial_x/...``), else ''."""
-    m = _TYPE_RE.search(str(task))
+    """The task type a task id/path names as a folder ``<type>-...`` (``EnvSpec.task_types``; e.g. ALFWorld's
+    ``.../pick_two_obj_and_place-Obj-None-Recep-1/trial_x/...``), else ''."""
+    if not _TYPE_RE:
+        from agents.registry import specs
+
+        types = [re.escape(t) for s in specs() for t in s.task_types]
+        _TYPE_RE.append(re.compile(r"(?:^|[/\\])(" + "|".join(types) + r")-") if types else None)
+    m = _TYPE_RE[0].search(str(task)) if _TYPE_RE[0] is not None else None
     return m.group(1) if m else ""
 
 

@@ -22,6 +22,7 @@ import logging
 import sys
 import time
 
+from agents.registry import specs
 from gaca_openrlhf.eval.panels import PAPER_PROTOCOL
 from gaca_openrlhf.eval.session import EvalSession, json_safe, write_json
 
@@ -29,11 +30,11 @@ from gaca_openrlhf.eval.session import EvalSession, json_safe, write_json
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gaca_openrlhf.eval", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    envs = specs()
+    per_env = lambda what: ", ".join(f"{s.title} {what(s)}" for s in envs)  # noqa: E731
     p.add_argument("--model", required=True, help="local HF model folder (a trained --ckpt.output_dir or a base model)")
-    p.add_argument("--env", required=True, choices=["alfworld", "webshop", "toy"])
-    p.add_argument("--panel", required=True,
-                   help="ALFWorld: panel JSON file or name (eval_id | eval_ood | train); WebShop: goal split "
-                        "(test | eval | train); toy: any name")
+    p.add_argument("--env", required=True, choices=[s.name for s in envs])
+    p.add_argument("--panel", required=True, help="; ".join(f"{s.title}: {s.panel_help}" for s in envs))
     p.add_argument("--out", required=True, help="results JSON path")
     p.add_argument("--episodes-per-task", type=int, default=1, help="episodes per panel task (K)")
     p.add_argument("--temperature", type=float, default=PAPER_PROTOCOL.temperature,
@@ -41,24 +42,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0, help="base seed; per-request seeds derive from (seed, task, episode, step)")
     p.add_argument("--num-tasks", type=int, default=None,
-                   help="keep the first N tasks of the panel (WebShop: the first N goals of the split; default all)")
-    p.add_argument("--data", default=None, help="ALFWorld data root (default $ALFWORLD_DATA)")
-    p.add_argument("--panel-dir", default=None, help="folder of ALFWorld panel files <name>.json (default <data>/panels)")
-    p.add_argument("--webshop-url", default=None, help="WebShop server (default $WEBSHOP_URL or http://127.0.0.1:3000)")
+                   help="keep the first N tasks of the panel (default all)")
+    p.add_argument("--data", default=None, help="the environment's data root (default "
+                   + (", ".join(f"{s.title} ${s.data_env_var}" for s in envs if s.data_env_var) or "none") + ")")
+    p.add_argument("--panel-dir", default=None, help="folder of panel files <name>.json (default <data>/panels)")
+    for s in envs:  # each environment's own options (server URL, engine backend, ...)
+        if s.add_eval_args is not None:
+            s.add_eval_args(p, "eval")
     p.add_argument("--env-kwargs", default=None, help="JSON object merged into the env config (agents.registry.make_env)")
-    p.add_argument("--alfworld-backend", default="auto", choices=["auto", "local", "ray"],
-                   help="ALFWorld engines: ray = one CPU Ray actor per env slot (crash isolation, parallel steps); "
-                        "local = in this process, the env slots' threads taking turns on the engine lock (no Ray; "
-                        "faster on a few cores); auto = local if --num-envs 1 else ray")
-    p.add_argument("--max-steps", type=int, default=0, help="episode step limit (0: env's own, ALFWorld 50 / WebShop 15)")
+    p.add_argument("--max-steps", type=int, default=0, help="episode step limit (0: the env's own)")
     p.add_argument("--max-tokens", type=int, default=512, help="response tokens per step (training: --rollout.max_new_tokens)")
     p.add_argument("--history-k", type=int, default=2, help="(observation, action) pairs in the step prompt")
     p.add_argument("--invalid-action", default="execute", choices=["execute", "noop"],
                    help="invalid response: execute its projected action (verl-agent) or answer it as a no-op "
                         "(training: --env.invalid_action)")
-    p.add_argument("--prompt-max-len", type=int, default=None, help="step-prompt token limit (ALFWorld 2048, WebShop 4096)")
+    p.add_argument("--prompt-max-len", type=int, default=None,
+                   help=f"step-prompt token limit (default {per_env(lambda s: s.eval_prompt_max_len)})")
     p.add_argument("--num-envs", type=int, default=None,
-                   help="episodes in flight (= max generate batch); default ALFWorld 16, WebShop 64")
+                   help=f"episodes in flight (= max generate batch); default {per_env(lambda s: s.eval_num_envs)}")
     p.add_argument("--env-timeout", type=float, default=120.0, help="an env reset/step slower than this fails the episode")
     p.add_argument("--dtype", default="auto", help="vLLM dtype (auto: float32 on CPU, the model's on GPU)")
     p.add_argument("--gpu-memory-utilization", type=float, default=None, help="vLLM memory share (auto: CPU 0.1, GPU 0.85)")

@@ -13,7 +13,9 @@ all start evaluation here::
 ``args`` is the eval CLI's namespace (:func:`gaca_openrlhf.eval.cli.build_parser`) or one with the same option
 names (the diagnostics' parser); the few options a caller's parser lacks take the eval CLI's defaults. The session
 fills the environment's defaults into ``args`` in place, so a caller that records ``vars(args)`` records the values
-used. Errors in the user's input exit with status 2 (:func:`die`), an unreachable WebShop server with 3.
+used. Everything environment-specific (options, data root, server, panels, Ray) comes from the environment's
+:class:`agents.base.EnvSpec`. Errors in the user's input exit with status 2 (:func:`die`), an unreachable server
+with 3.
 
 Seams for tests: the episode loop (``run_episodes`` of this module), :func:`init_ray`, and the generator factory
 passed to :meth:`EvalSession.start` (default :func:`vllm_generator`, which builds
@@ -28,14 +30,11 @@ import platform
 import sys
 import time
 
-from gaca_openrlhf.eval.panels import Panel, PanelError, alfworld_generated, resolve_panel, tasks_digest
+from agents.base import EnvConfigError
+from agents.registry import spec as env_spec
+from gaca_openrlhf.eval.panels import Panel, resolve_panel, tasks_digest
 from gaca_openrlhf.eval.runner import RunConfig, run_episodes, summarize, tokenizer_encoder
 
-ENV_DEFAULTS = {  # env -> (prompt_max_len, num_envs): verl-agent's prompt budgets; concurrency sized per env
-    "alfworld": (2048, 16),
-    "webshop": (4096, 64),
-    "toy": (1024, 8),
-}
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: options some callers' parsers lack (the diagnostics have no --top-p, --enforce-eager, --record-actions), read
 #: with these defaults and never added to ``args`` (the diagnostics record ``vars(args)``)
@@ -60,37 +59,18 @@ def check_model(model: str) -> str:
     return os.path.abspath(model)
 
 
-def check_webshop(url: str, timeout: float = 10.0) -> dict:
-    """The server's /health answer (exit 3 when unreachable)."""
-    import urllib.request
-
+def checked(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, an :class:`agents.base.EnvConfigError` it raises ending the run (:func:`die` with the
+    error's exit status: 2 bad input, 3 environment unreachable)."""
     try:
-        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout) as r:  # noqa: S310 - user URL
-            if r.status == 200:
-                try:
-                    health = json.loads(r.read().decode("utf-8", "replace"))
-                except ValueError:
-                    health = {}
-                return health if isinstance(health, dict) else {}
-            raise OSError(f"HTTP {r.status}")
-    except OSError as e:
-        die(f"WebShop server {url} is not reachable ({e}); start it with `python -m webshop_server --port PORT` "
-            f"and pass --webshop-url", code=3)
+        return fn(*args, **kwargs)
+    except EnvConfigError as e:
+        die(str(e), e.code)
 
 
 def env_config(args) -> dict:
     """The keyword config of ``agents.registry.make_env`` from the options (``--env-kwargs`` merged last: it wins)."""
-    kwargs: dict = {}
-    if args.env == "alfworld":
-        backend = args.alfworld_backend
-        if backend == "auto":
-            backend = "local" if args.num_envs == 1 else "ray"
-        kwargs = {"backend": backend, "data_dir": args.data}
-        if backend == "ray":
-            kwargs["reset_timeout_s"] = args.env_timeout
-            kwargs["step_timeout_s"] = args.env_timeout
-    elif args.env == "webshop":
-        kwargs = {"base_url": args.webshop_url}
+    kwargs = env_spec(args.env).env_config(args)
     if args.env_kwargs:
         try:
             extra = json.loads(args.env_kwargs)
@@ -153,25 +133,17 @@ class EvalSession:
             die("--episodes-per-task must be >= 1")
         if args.temperature < 0:
             die("--temperature must be >= 0")
-        prompt_default, envs_default = ENV_DEFAULTS[args.env]
-        args.prompt_max_len = args.prompt_max_len or prompt_default
-        args.num_envs = args.num_envs or envs_default
+        self.spec = checked(env_spec, args.env) if args.env else None
+        if self.spec is None:
+            die("--env is required")
+        args.prompt_max_len = args.prompt_max_len or self.spec.eval_prompt_max_len
+        args.num_envs = args.num_envs or self.spec.eval_num_envs
         if args.num_envs < 1:
             die("--num-envs must be >= 1")
         self.env = args.env
         self.model = check_model(args.model)
-        if args.env == "alfworld":
-            args.data = args.data or os.environ.get("ALFWORLD_DATA")
-            if not args.data:
-                die("ALFWorld needs a data root: pass --data DIR or set $ALFWORLD_DATA (generate offline games with "
-                    "`python -m agents.alfworld generate --out DIR --split valid_seen --num-games N`)")
-            if not os.path.isdir(args.data):
-                die(f"ALFWorld data root {args.data!r} does not exist")
-            args.data = os.path.abspath(args.data)
-        if args.env == "webshop":
-            from agents.webshop.env import DEFAULT_URL
-
-            args.webshop_url = args.webshop_url or DEFAULT_URL
+        if self.spec.prepare_eval is not None:
+            checked(self.spec.prepare_eval, args)  # the env's options checked and filled in place (data root, URL)
         self.env_kwargs = env_config(args)
         self.generator = self.encode = None
         self.engine_s = 0.0
@@ -186,33 +158,28 @@ class EvalSession:
     # ------------------------------------------------------------------ panel and environment
     def panel(self, name: str, num_tasks: int | None = None) -> Panel:
         """The task panel ``name`` of the session's environment, first ``num_tasks`` tasks (exit 2 when bad)."""
-        try:
-            return resolve_panel(self.env, name, data_root=self.args.data, panel_dir=self.args.panel_dir,
-                                 num_tasks=num_tasks)
-        except PanelError as e:
-            die(str(e))
+        return checked(resolve_panel, self.env, name, data_root=self.args.data, panel_dir=self.args.panel_dir,
+                       num_tasks=num_tasks)
 
     def check_server(self) -> dict:
-        """WebShop: the server's /health answer, asked once, of the URL the environments use (``--env-kwargs``
-        ``base_url`` over ``--webshop-url``); exit 3 when unreachable. Other environments need no server: {}."""
+        """The environment's server health (``EnvSpec.check_server``, e.g. WebShop's /health), asked once; exit 3
+        when unreachable. Environments without a server: {}."""
         if self._health is None:
-            self._health = (check_webshop(self.env_kwargs.get("base_url") or self.args.webshop_url)
-                            if self.env == "webshop" else {})
+            self._health = (checked(self.spec.check_server, self.env_kwargs, self.args) if self.spec.needs_server
+                            else {})
         return self._health
 
     def generated_data(self, panel: Panel) -> bool | None:
-        """Whether the panel runs on generated data (offline ALFWorld games, the generated WebShop catalog), so
-        that published numbers are not comparable; None when unknown (WebShop server silent, toy)."""
-        if self.env == "alfworld":
-            return alfworld_generated(self.args.data, panel.tasks)
-        if self.env == "webshop":
-            return self.check_server().get("generated")
-        return None
+        """Whether the panel runs on generated data (``EnvSpec.generated_data``: offline-generated games, a
+        generated catalog), so that published numbers are not comparable; None when unknown."""
+        if self.spec.generated_data is None:
+            return None
+        return self.spec.generated_data(self.args.data, panel.tasks, self.check_server())
 
     @property
     def needs_ray(self) -> bool:
-        """Whether the env slots are Ray actors (ALFWorld's ``ray`` backend)."""
-        return self.env == "alfworld" and self.env_kwargs.get("backend") == "ray"
+        """Whether the env slots are Ray actors (``EnvSpec.needs_ray_workers`` of the env config)."""
+        return self.spec.uses_ray(self.env_kwargs)
 
     def run_config(self, seed: int) -> RunConfig:
         """The episode loop's settings for base seed ``seed``."""

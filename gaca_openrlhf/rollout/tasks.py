@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 
 
 def write_tasks(task_ids, out: str) -> int:
@@ -23,39 +22,20 @@ def write_tasks(task_ids, out: str) -> int:
     return len(task_ids)
 
 
-def alfworld_tasks(data: str, split: str, limit: int = 0, seed: int = 0) -> list[str]:
-    from agents.alfworld.panels import list_games
-
-    games = [g[0] if isinstance(g, (tuple, list)) else g for g in list_games(data, split)]
-    if not games:
-        raise SystemExit(f"no ALFWorld games under {data} ({split}): run `python -m agents.alfworld generate` first")
-    random.Random(seed).shuffle(games)
-    return games[:limit] if limit else games
-
-
 def main(argv=None) -> None:
+    from agents.registry import specs
+
     p = argparse.ArgumentParser(prog="python -m gaca_openrlhf.rollout.tasks", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="env", required=True)
-    a = sub.add_parser("alfworld")
-    a.add_argument("--data", required=True)
-    a.add_argument("--split", default="train")
-    a.add_argument("--limit", type=int, default=0)
-    a.add_argument("--seed", type=int, default=0)
-    w = sub.add_parser("webshop")
-    w.add_argument("--start", type=int, default=1500, help="first goal index (WebShop splits: train is 1500+)")
-    w.add_argument("--num", type=int, required=True)
-    t = sub.add_parser("toy")
-    t.add_argument("--num", type=int, required=True)
-    for s in (a, w, t):
+    by_name = {}
+    for spec in specs():  # one subcommand per environment, with its options (EnvSpec.add_task_args)
+        s = sub.add_parser(spec.name)
+        spec.add_task_args(s)
         s.add_argument("--out", required=True)
+        by_name[spec.name] = spec
     args = p.parse_args(argv)
-    if args.env == "alfworld":
-        ids = alfworld_tasks(args.data, args.split, args.limit, args.seed)
-    elif args.env == "webshop":
-        ids = list(range(args.start, args.start + args.num))
-    else:
-        ids = list(range(args.num))
+    ids = by_name[args.env].task_ids(args)
     print(f"wrote {write_tasks(ids, args.out)} {args.env} tasks to {args.out}")
 
 

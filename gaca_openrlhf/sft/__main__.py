@@ -40,23 +40,23 @@ def _bar(desc: str):
 
 
 def main(argv=None) -> int:
+    from agents.base import EnvConfigError
+    from agents.registry import specs
     from gaca_openrlhf.models.agent import SIZES
     from gaca_openrlhf.sft.train import SFTConfig
 
     p = argparse.ArgumentParser(prog="python -m gaca_openrlhf.sft", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="env", required=True)
-    a = sub.add_parser("alfworld")
-    a.add_argument("--data", required=True, help="ALFWorld data root with stored walkthroughs")
-    a.add_argument("--split", default="train")
-    a.add_argument("--max-steps", type=int, default=50, help="episode limit while replaying walkthroughs")
-    a.add_argument("--expert", default="walkthrough", choices=["walkthrough", "search"],
-                   help="walkthrough: the stored (privileged) expert walkthroughs; search: the observation-consistent "
-                        "searcher (gaca_openrlhf.sft.alfworld_search, pick_and_place_simple only)")
-    w = sub.add_parser("webshop")
-    w.add_argument("--url", required=True, help="WebShop server started with --expose-goals")
-    w.add_argument("--goals", required=True, help="indices START:END within the train split (goals train:START..)")
-    for s in (a, w):
+    by_name = {}
+    for spec in specs():  # one subcommand per environment with a demonstrator (EnvSpec.sft_demos)
+        if spec.sft_demos is None:
+            continue
+        s = sub.add_parser(spec.name)
+        if spec.add_sft_args is not None:
+            spec.add_sft_args(s)
+        by_name[spec.name] = (spec, s)
+    for spec, s in by_name.values():
         s.add_argument("--out", required=True, help="warm-start model folder to write")
         s.add_argument("--model-size", default="small", choices=sorted(SIZES))
         s.add_argument("--epochs", type=float, default=SFTConfig.epochs)
@@ -68,8 +68,8 @@ def main(argv=None) -> int:
         s.add_argument("--prompt-loss-weight", type=float, default=SFTConfig.prompt_loss_weight,
                        help="weight of the next-token loss on prompt tokens (0: response tokens only)")
         s.add_argument("--augment-prob", type=float, default=SFTConfig.augment_prob,
-                       help="ALFWorld: probability that a drawn sample has its object/receptacle names renamed "
-                            "consistently (gaca_openrlhf.sft.augment; 0: off)")
+                       help="probability that a drawn sample has its object/receptacle names renamed "
+                            "consistently (gaca_openrlhf.sft.augment; 0: off; environments with entity names only)")
         s.add_argument("--upsample", default=SFTConfig.upsample, metavar="VERB=TIMES,...",
                        help="repeat samples whose action starts with VERB TIMES times, e.g. take=3,move=3")
         s.add_argument("--cycles", type=int, default=SFTConfig.cycles,
@@ -78,33 +78,24 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     from gaca_openrlhf.models.agent import ensure_agent_model
-    from gaca_openrlhf.sft.demos import alfworld_demos, save_demos
-    from gaca_openrlhf.sft.webshop_expert import webshop_demos
+    from gaca_openrlhf.sft.demos import save_demos
     from gaca_openrlhf.sft.train import parse_upsample, train_sft
 
+    env = by_name[args.env][0]
     out = Path(args.out)
     progress = None if args.no_progress else _bar("demonstrations")
-    if args.env == "alfworld":
-        from agents.alfworld.panels import list_games
-
-        games = [g for g, _ in list_games(args.data, args.split)]
-        if not games:
-            print(f"error: no ALFWorld games in {args.data} ({args.split})", file=sys.stderr)
-            return 2
-        steps, demo_stats = alfworld_demos(args.data, games, history_k=args.history_k, max_steps=args.max_steps,
-                                           progress=progress, expert=args.expert)
-    else:
-        start, _, end = args.goals.partition(":")
-        steps, demo_stats = webshop_demos(args.url, [f"train:{i}" for i in range(int(start), int(end))],
-                                          history_k=args.history_k,
-                                          progress=progress)
+    try:
+        steps, demo_stats = env.sft_demos(args, progress)
+    except EnvConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.code
     if not steps:
         print(f"error: no winning demonstrations ({demo_stats})", file=sys.stderr)
         return 1
     spec = SIZES[args.model_size]
     cfg = SFTConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
                     prompt_max_len=args.prompt_max_len, prompt_loss_weight=args.prompt_loss_weight,
-                    augment_prob=args.augment_prob if args.env == "alfworld" else 0.0, upsample=args.upsample,
+                    augment_prob=args.augment_prob if env.sft_augment else 0.0, upsample=args.upsample,
                     cycles=args.cycles)
     try:
         parse_upsample(cfg.upsample)

@@ -16,7 +16,7 @@ Phases (one status line each; every command's full output goes to ``<out>/logs/<
    (generated catalog, goals exposed) -- train goals 1500+, held-out panel = the first goals of ``test``.
 2. **sft** -- render expert demonstrations with the training prompts, build the quickstart model and fine-tune it
    (``python -m gaca_openrlhf.sft``): the warm start. ALFWorld's demonstrations come from the observation-consistent
-   searcher (``--expert search``, :mod:`gaca_openrlhf.sft.alfworld_search`: every action follows from what the
+   searcher (``--expert search``, :mod:`agents.alfworld.search`: every action follows from what the
    prompt shows) instead of the generator's privileged walkthroughs (``--expert walkthrough``). Recipe: ~3000 steps
    in two cosine cycles (2e-3, then 1e-3), next-token loss on the prompt at weight 0.3, entity classes renamed
    consistently in 80 % of drawn samples, ``take`` / ``move`` samples counted 3 times -- the from-scratch model

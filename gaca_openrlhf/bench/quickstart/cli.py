@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ from pathlib import Path
 from gaca_openrlhf.bench.quickstart.config import (COMPARE_RL_ITERATIONS, COMPARE_SEEDS, METHODS, PRESETS,
                                                    QuickstartConfig)
 from gaca_openrlhf.bench.quickstart.console import Console, fmt_duration
-from gaca_openrlhf.bench.quickstart.data import phase_data_alfworld, phase_data_webshop
+from gaca_openrlhf.bench.quickstart.data import hooks, phase_data
 from gaca_openrlhf.bench.quickstart.phases import phase_eval, phase_given_warm_start, phase_rl, phase_sft
 from gaca_openrlhf.bench.quickstart.provenance import provenance
 from gaca_openrlhf.bench.quickstart.runner import PhaseError
@@ -28,8 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--smoke", action="store_true", help="minimum sizes (CI path, <= 8 minutes)")
     p.add_argument("--compare", action="store_true", help="GRPO, GiGPO and GACA from the same warm start, 3 seeds each")
-    p.add_argument("--env", default="alfworld", choices=["alfworld", "webshop"])
-    p.add_argument("--out", default=None, help="output folder (default outputs/quickstart[_compare][_webshop])")
+    from agents.registry import DEFAULT_ENV, specs
+
+    p.add_argument("--env", default=DEFAULT_ENV, choices=[s.name for s in specs(with_quickstart=True)])
+    suffixes = "".join(f"[{s.quickstart.out_suffix}]" for s in specs(with_quickstart=True) if s.quickstart.out_suffix)
+    p.add_argument("--out", default=None, help=f"output folder (default outputs/quickstart[_compare]{suffixes})")
     p.add_argument("--stop-after", default=None, choices=["data", "sft", "eval-before"],
                    help="stop after this phase (e.g. to check the warm start alone)")
     p.add_argument("--resume", action="store_true",
@@ -42,9 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
         if f.name == "env":
             continue
         flag = "--" + f.name.replace("_", "-")
-        if f.name == "webshop_generated":
-            p.add_argument(flag, action="store_true", default=None,
-                           help="use a generated WebShop catalog (results not comparable with published numbers)")
+        if f.type in (bool, "bool"):  # a switch, off unless given (its help in the field's metadata)
+            p.add_argument(flag, action="store_true", default=None, help=f.metadata.get("help", "default: preset"))
         elif f.name in ("eval_seeds", "rl_seeds", "methods"):
             p.add_argument(flag, default=None, help="comma-separated (default: preset)")
         else:
@@ -69,22 +70,7 @@ def config_from_args(args) -> QuickstartConfig:
             v = tuple(x.strip() for x in v.split(",") if x.strip())
         over[name] = v
     cfg = replace(cfg, **over)
-    if cfg.env == "webshop":
-        if "max_steps" not in over:  # WebShop's own limit is 15; the demonstrator needs 3-6 steps
-            cfg = replace(cfg, max_steps=8 if args.smoke else 15)
-        if "max_new_tokens" not in over:  # search[...] responses repeat the query in <think> and <action>
-            cfg = replace(cfg, max_new_tokens=80)
-        if "heldout_games" not in over and not args.smoke:  # WebShop's panel: the first 16 test goals
-            cfg = replace(cfg, heldout_games=16)
-        if "rl_validity" not in over:  # the admissible rule was measured on ALFWorld only
-            cfg = replace(cfg, rl_validity="format")
-        cfg = replace(cfg, webshop_data=cfg.webshop_data or os.environ.get("WEBSHOP_DATA", ""),
-                      webshop_generated=cfg.webshop_generated or os.environ.get("WEBSHOP_GENERATED") == "1")
-    if cfg.env == "webshop" and cfg.task_types != "1":
-        raise SystemExit("--task-types is an ALFWorld option")
-    if cfg.env == "alfworld" and cfg.expert == "search" and cfg.task_types.replace(" ", "") != "1":
-        raise SystemExit("--expert search plays task type 1 (pick_and_place_simple) only; "
-                         "use --expert walkthrough for other task types")
+    cfg = hooks(cfg).configure(cfg, set(over), args.smoke)  # the env's preset changes and checks
     if cfg.rl_temperature <= 0:
         raise SystemExit(f"--rl-temperature must be > 0 (got {cfg.rl_temperature}); RL samples its rollouts")
     if cfg.rl_kl_coef < 0 or cfg.rl_kl_estimator not in ("k1", "k2", "k3"):
@@ -120,7 +106,7 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     cfg = config_from_args(args)
-    default_out = "outputs/quickstart" + ("_compare" if args.compare else "") + ("_webshop" if cfg.env == "webshop" else "")
+    default_out = "outputs/quickstart" + ("_compare" if args.compare else "") + hooks(cfg).out_suffix
     out = Path(args.out or default_out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     mode = ("smoke " if args.smoke else "") + ("compare" if args.compare else "quickstart")
@@ -135,10 +121,7 @@ def main(argv=None) -> int:
     from gaca_openrlhf.bench import report
 
     try:
-        if cfg.env == "alfworld":
-            con.phase("data", "ALFWorld games (train + held-out panel)", phase_data_alfworld, cfg, st, out, con)
-        else:
-            con.phase("data", "WebShop server (generated catalog)", phase_data_webshop, cfg, st, out, con)
+        con.phase("data", hooks(cfg).data_title, phase_data, cfg, st, out, con)
         if args.stop_after == "data":
             return 0
         if args.warm_start:

@@ -2,7 +2,9 @@
 the generator seeds of the panels (each an offset from ``--data-seed``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from agents.registry import DEFAULT_ENV
 
 METHODS = ("grpo", "gigpo", "gaca")
 
@@ -11,7 +13,7 @@ METHODS = ("grpo", "gigpo", "gaca")
 class QuickstartConfig:
     """Sizes of one quickstart run (``full`` and ``smoke`` presets below; every field has a CLI flag)."""
 
-    env: str = "alfworld"
+    env: str = DEFAULT_ENV  # the registered environment (agents.registry); its quickstart hooks do the env's part
     task_types: str = "1"  # ALFWorld task types of the easier subset (1 = pick_and_place_simple)
     max_receptacles: int = 6  # easier subset: receptacles per room (0 = the floor plan's all)
     max_distractor_types: int = 0  # easier subset: other object classes per room (-1 = all; 0 = only the goal's)
@@ -36,7 +38,8 @@ class QuickstartConfig:
     data_seed: int = 0
     webshop_products: int = 1000
     webshop_data: str = ""  # WebShop's data folder (default $WEBSHOP_DATA)
-    webshop_generated: bool = False  # opt in to a generated catalog (default: $WEBSHOP_GENERATED == 1)
+    webshop_generated: bool = field(default=False, metadata={  # opt in (default: $WEBSHOP_GENERATED == 1)
+        "help": "use a generated WebShop catalog (results not comparable with published numbers)"})
     model_size: str = "small"
     sft_epochs: float = 9.6  # ~3000 SFT steps on the ~2500 upsampled samples: object copying appears after ~2000
     sft_lr: float = 2e-3

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from gaca_openrlhf.bench.quickstart.config import QuickstartConfig
 from gaca_openrlhf.bench.quickstart.console import Console
+from gaca_openrlhf.bench.quickstart.data import hooks
 from gaca_openrlhf.bench.quickstart.resume import panel_digests, reusable_eval, reusable_run
 from gaca_openrlhf.bench.quickstart.runner import PhaseError, child_env, run_logged
 from gaca_openrlhf.bench.quickstart.state import WALL_TIME_FILE, State
@@ -20,10 +21,7 @@ def phase_sft(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
     from gaca_openrlhf.models.tiny import cache_root
 
     warm = cache_root() / "quickstart" / f"warm-{cfg.env}-{cfg.model_size}"
-    if cfg.env == "alfworld":
-        src = ["alfworld", "--data", st.data, "--split", "train", "--expert", cfg.expert, "--max-steps", "50"]
-    else:
-        src = ["webshop", "--url", st.webshop_url, "--goals", f"0:{cfg.train_games}"]
+    src = hooks(cfg).sft_source(cfg, st)  # the env's subcommand and demonstration source
     run_logged([sys.executable, "-m", "gaca_openrlhf.sft", *src, "--out", str(warm), "--model-size", cfg.model_size,
                 "--epochs", str(cfg.sft_epochs), "--lr", str(cfg.sft_lr),
                 "--prompt-loss-weight", str(cfg.sft_prompt_loss_weight), "--augment-prob", str(cfg.sft_augment_prob),
@@ -55,15 +53,7 @@ def eval_command(cfg: QuickstartConfig, st: State, model: str, out_dir: Path, se
            "--temperature", str(cfg.eval_temperature), "--max-steps", str(cfg.max_steps),
            "--max-tokens", str(cfg.max_new_tokens), "--num-envs", str(cfg.num_envs), "--record-actions",
            "--no-progress"]
-    if cfg.env == "alfworld":
-        cmd += ["--panel", st.panel, "--data", st.data, "--alfworld-backend", cfg.eval_env_backend]
-        cmd += [f"--extra-panel={name}={path}" for name, path in sorted(st.extra_panels.items())]
-    else:
-        # the quickstart model has 4096 positions: prompt budget = 4096 - response budget
-        cmd += ["--panel", "test", "--num-tasks", str(cfg.heldout_games), "--webshop-url", st.webshop_url,
-                "--prompt-max-len", str(4096 - cfg.max_new_tokens)]
-        cmd += [f"--extra-panel={name}={split}" for name, split in sorted(st.extra_panels.items())]
-    return cmd
+    return cmd + hooks(cfg).eval_args(cfg, st)  # the env's panels, data root or server, prompt budget
 
 
 def phase_eval(cfg: QuickstartConfig, st: State, out: Path, con: Console, label: str, model: str,
@@ -122,7 +112,7 @@ def rl_command(cfg: QuickstartConfig, st: State, run_dir: Path, method: str, see
         sys.executable, "-m", "gaca_openrlhf.cli.train_ppo",
         "--actor.model_name_or_path", st.warm, "--actor.num_nodes", "1", "--actor.num_gpus_per_node", "1",
         "--ref.num_gpus_per_node", "1", "--vllm.num_engines", "1", "--vllm.gpu_memory_utilization", "0.1",
-        "--data.input_key", "input", "--data.max_len", "2048" if cfg.env == "alfworld" else "4096",
+        "--data.input_key", "input", "--data.max_len", str(hooks(cfg).rl_max_len),
         "--data.prompt_dataset", st.train_tasks,
         "--rollout.batch_size", str(cfg.rl_tasks_per_iter), "--rollout.n_samples_per_prompt", str(cfg.rl_n),
         "--rollout.temperature", str(cfg.rl_temperature), "--rollout.micro_batch_size", "4", "--rollout.max_new_tokens",
@@ -141,14 +131,7 @@ def rl_command(cfg: QuickstartConfig, st: State, run_dir: Path, method: str, see
         cmd += ["--ckpt.save_steps", "-1"]
     if cfg.rl_kl_coef > 0:
         cmd += ["--algo.kl.use_loss", "--algo.kl.estimator", cfg.rl_kl_estimator]
-    if cfg.env == "alfworld":
-        env_kwargs = {"backend": cfg.rl_env_backend, "data_dir": st.rl_data or st.data}
-        if cfg.rl_env_backend == "ray":
-            env_kwargs["num_cpus"] = 0
-        cmd += ["--env.kwargs", json.dumps(env_kwargs)]
-    else:
-        cmd += ["--env.kwargs", json.dumps({"base_url": st.webshop_url}), "--gaca.mode", "mean_norm"]
-    return cmd
+    return cmd + hooks(cfg).rl_env_args(cfg, st)  # --env.kwargs and the env's own training options
 
 
 def phase_rl(cfg: QuickstartConfig, st: State, out: Path, con: Console, method: str, seed: int, label: str) -> str:

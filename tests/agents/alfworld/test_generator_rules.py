@@ -236,13 +236,11 @@ def test_make_env_rejects_unknown_backend():
 
 
 def test_registry_exports():
-    from agents.registry import ENVIRONMENTS
+    from agents.registry import ENVIRONMENTS, spec
 
-    mod, factory, template = ENVIRONMENTS["alfworld"]
-    import importlib
-
-    m = importlib.import_module(mod)
-    assert callable(getattr(m, factory)) and getattr(m, template).first
+    assert ENVIRONMENTS["alfworld"] == "agents.alfworld.spec"
+    s = spec("alfworld")
+    assert callable(s.make_env) and s.prompt.first
 
 
 def test_split_stats_counts_from_game_files(tmp_path):

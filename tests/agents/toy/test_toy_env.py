@@ -103,7 +103,7 @@ def test_make_env_passes_its_config_and_the_registry_line_builds_it():
     env = make_env(length=6, max_steps=2, fail_on_task=9)
     assert (env.length, env.max_steps, env.fail_on_task) == (6, 2, 9)
     env.close()
-    assert registry.ENVIRONMENTS["toy"] == ("agents.toy.env", "make_env", "PROMPT")
+    assert registry.ENVIRONMENTS["toy"] == "agents.toy.spec"
     built = registry.make_env("toy", length=5)
     assert isinstance(built, ToyCorridorEnv) and built.length == 5 and built.name == "toy"
     assert registry.prompt_template("toy") is PROMPT

@@ -62,7 +62,7 @@ def _metrics(path, sr, lam):
 
 def _state(tmp_path, runs):
     return SimpleNamespace(panel="panel.json", sft={"model_spec": {}, "config": {}, "demos": {}}, runs=runs,
-                           evals={}, webshop_url="")
+                           evals={}, server_url="")
 
 
 def test_quickstart_report_has_before_after_per_type_and_plots(tmp_path):

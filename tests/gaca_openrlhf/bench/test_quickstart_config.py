@@ -149,6 +149,6 @@ def test_eval_command_evaluates_the_validation_and_unseen_panels_with_the_test_p
     cmd = eval_command(cfg_of(), st, "m", tmp_path / "ev", (0,))
     assert "--extra-panel=val=/abs/val.json" in cmd and "--extra-panel=test_unseen=/abs/unseen.json" in cmd
     ws = state_in(tmp_path)
-    ws.webshop_url, ws.extra_panels = "http://x", {"val": "eval"}  # WebShop: upstream's eval split validates
+    ws.server_url, ws.extra_panels = "http://x", {"val": "eval"}  # WebShop: upstream's eval split validates
     cmd = eval_command(cfg_of("--env", "webshop"), ws, "m", tmp_path / "ev", (0,))
     assert "--extra-panel=val=eval" in cmd and cmd[cmd.index("--panel") + 1] == "test"

@@ -1,4 +1,4 @@
-"""The quickstart's data phase (``quickstart.data``) on ALFWorld: generated games, the test, validation and retired
+"""The quickstart's data phase (``quickstart.data`` -> ``agents.alfworld.quickstart``) on ALFWorld: generated games, the test, validation and retired
 panels, the RL pool -- sizes, the easier subset's caps, disjointness and the cache markers."""
 import json
 from dataclasses import replace
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gaca_openrlhf.bench.quickstart.cli import build_parser, config_from_args
 from gaca_openrlhf.bench.quickstart.console import Console
-from gaca_openrlhf.bench.quickstart.data import phase_data_alfworld
+from gaca_openrlhf.bench.quickstart.data import phase_data
 from gaca_openrlhf.bench.quickstart.phases import rl_command
 from gaca_openrlhf.bench.quickstart.state import State
 
@@ -23,7 +23,7 @@ def test_data_phase_panels_have_the_requested_sizes(tmp_path, monkeypatch):
         out = tmp_path / f"out{n_train}"
         cfg = replace(base, train_games=n_train, heldout_games=1, rl_pool_games=0)
         st = State()
-        phase_data_alfworld(cfg, st, out, Console(out, 1))
+        phase_data(cfg, st, out, Console(out, 1))
         train = json.loads((out / "data" / "train_panel.json").read_text())
         held = json.loads((out / "data" / "heldout_panel.json").read_text())
         assert train["num_games"] == n_train and held["num_games"] == 1
@@ -43,7 +43,7 @@ def test_rl_trains_on_its_own_pool_never_on_sft_or_heldout_games(tmp_path, monke
     monkeypatch.setenv("GACA_CACHE", str(tmp_path / "cache"))
     cfg = replace(cfg_of("--smoke"), train_games=2, heldout_games=2, rl_pool_games=3)
     st = State()
-    detail = phase_data_alfworld(cfg, st, tmp_path / "out", Console(tmp_path / "out", 1))
+    detail = phase_data(cfg, st, tmp_path / "out", Console(tmp_path / "out", 1))
     assert "RL pool" in detail and st.rl_data != st.data  # bug caught: RL pointed at the SFT games' root
     train = json.loads((tmp_path / "out" / "data" / "train_panel.json").read_text())
     assert train["num_games"] == 2  # the SFT games are unchanged by the pool
@@ -63,7 +63,7 @@ def test_data_phase_generates_the_documented_subset(tmp_path, monkeypatch):
     monkeypatch.setenv("GACA_CACHE", str(tmp_path / "cache"))
     cfg = replace(cfg_of("--smoke"), train_games=2, heldout_games=1, unseen_games=1, max_receptacles=3)
     st = State()
-    detail = phase_data_alfworld(cfg, st, tmp_path / "out", Console(tmp_path / "out", 1))
+    detail = phase_data(cfg, st, tmp_path / "out", Console(tmp_path / "out", 1))
     assert "-r3-" in Path(st.data).name and "<= 3 receptacles" in detail
     panels = [json.loads((tmp_path / "out" / "data" / f).read_text())["games"]
               for f in ("heldout_panel.json", "test_unseen_panel.json", "val_panel.json")]
@@ -85,7 +85,7 @@ def test_panels_exclude_the_retired_tuning_panel_and_follow_their_exclusions(tmp
     monkeypatch.setenv("GACA_CACHE", str(tmp_path / "cache"))
     cfg = replace(cfg_of("--smoke"), train_games=2, heldout_games=3, unseen_games=1, val_games=1, retired_games=3)
     out = tmp_path / "out"
-    phase_data_alfworld(cfg, State(), out, Console(out, 1))
+    phase_data(cfg, State(), out, Console(out, 1))
     retired = next((tmp_path / "cache").rglob("*-retired3/json_2.1.1/valid_seen"))
     # the old quickstart's panel: valid_seen of generator seed --data-seed, nothing excluded
     subprocess.run([sys.executable, "-m", "agents.alfworld", "generate", "--out", str(tmp_path / "old"), "--split",
@@ -100,7 +100,7 @@ def test_panels_exclude_the_retired_tuning_panel_and_follow_their_exclusions(tmp
     test_root = Path(json.loads((out / "data" / "heldout_panel.json").read_text())["games"][0]).parents[3]
     marker = test_root / ".complete-valid_seen"
     assert "retired3" in marker.read_text()
-    phase_data_alfworld(replace(cfg, retired_games=2), State(), out, Console(out, 1))
+    phase_data(replace(cfg, retired_games=2), State(), out, Console(out, 1))
     assert "retired2" in marker.read_text() and "retired3" not in marker.read_text()  # generated again
 
 

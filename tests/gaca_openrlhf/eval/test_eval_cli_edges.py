@@ -11,7 +11,13 @@ import pytest
 
 import gaca_openrlhf.eval.cli as cli
 import gaca_openrlhf.eval.session as session
+from agents.webshop.spec import health
 from http_answer import Server  # same folder (rootdir import mode)
+
+
+def check_webshop(*args, **kwargs):
+    """The session's WebShop server check: the spec's health check, an unreachable server ending the run (exit 3)."""
+    return session.checked(health, *args, **kwargs)
 
 
 # ------------------------------------------------------------------------------------------------- init_ray
@@ -68,7 +74,7 @@ def test_check_webshop_reads_health(body, expected):
     as {} (it would crash or leak a list as the health)."""
     s = Server(200, body)
     try:
-        assert session.check_webshop(s.url + "/") == expected
+        assert check_webshop(s.url + "/") == expected
         assert s.paths == ["/health"]
     finally:
         s.close()
@@ -80,7 +86,7 @@ def test_check_webshop_unreachable_or_unhealthy_exits_3(capsys):
     s = Server(503, "down")
     try:
         with pytest.raises(SystemExit) as e:
-            session.check_webshop(s.url)
+            check_webshop(s.url)
         assert e.value.code == 3
     finally:
         s.close()
@@ -88,7 +94,7 @@ def test_check_webshop_unreachable_or_unhealthy_exits_3(capsys):
     assert err.startswith(f"error: WebShop server {s.url} is not reachable (")
     assert "python -m webshop_server --port PORT" in err
     with pytest.raises(SystemExit) as e:
-        session.check_webshop(s.url, timeout=2.0)  # closed now: connection refused
+        check_webshop(s.url, timeout=2.0)  # closed now: connection refused
     assert e.value.code == 3
 
 
@@ -104,9 +110,9 @@ def test_check_webshop_timeout(monkeypatch):
 
     monkeypatch.setattr(urllib.request, "urlopen", urlopen)
     with pytest.raises(SystemExit):
-        session.check_webshop("http://h:1")
+        check_webshop("http://h:1")
     with pytest.raises(SystemExit):
-        session.check_webshop("http://h:1", timeout=3.5)
+        check_webshop("http://h:1", timeout=3.5)
     assert seen == [("http://h:1/health", 10.0), ("http://h:1/health", 3.5)]
 
 

@@ -14,9 +14,15 @@ import pytest
 
 import gaca_openrlhf.eval.cli as cli
 import gaca_openrlhf.eval.session as session
+from agents.webshop.spec import health
 import gaca_openrlhf.eval.vllm_generator as vg
 from http_answer import Server  # same folder (rootdir import mode)
 from test_eval_protocol import FakeVLLMGenerator, make_tokenizer_dir  # same folder (rootdir import mode)
+
+
+def check_webshop(*args, **kwargs):
+    """The session's WebShop server check: the spec's health check, an unreachable server ending the run (exit 3)."""
+    return session.checked(health, *args, **kwargs)
 
 
 @pytest.fixture
@@ -139,7 +145,7 @@ def test_toy_env_runs_from_its_registry_line(model, tmp_path, monkeypatch):
     from agents.registry import ENVIRONMENTS
 
     monkeypatch.setattr(vg, "VLLMGenerator", FakeVLLMGenerator)
-    assert ENVIRONMENTS["toy"] == ("agents.toy.env", "make_env", "PROMPT")
+    assert ENVIRONMENTS["toy"] == "agents.toy.spec"
     out = tmp_path / "r.json"
     assert cli.main(["--model", model, "--env", "toy", "--panel", "t", "--num-tasks", "1", "--out", str(out),
                      "--no-progress", "--max-steps", "2"]) == 0
@@ -220,9 +226,9 @@ def test_check_webshop_url_slash_bad_bytes_and_status(answer_server, capsys):
     """Catches in ``_check_webshop``: a health answer with one invalid UTF-8 byte in a string no longer read
     (``decode(..., "replace")`` -> strict or an unknown error handler: the ``generated`` flag lost or a crash); a 2xx status other than 200 not reported as ``HTTP <status>`` in the exit-3 message."""
     answer_server.status, answer_server.body = 200, b'{"generated": true, "name": "caf\xe9"}'
-    health = session.check_webshop(answer_server.url + "/")  # (http.server would answer //health as /health too)
+    health = check_webshop(answer_server.url + "/")  # (http.server would answer //health as /health too)
     assert answer_server.paths == ["/health"]
     assert health["generated"] is True and health["name"] == "caf\ufffd"
     answer_server.status, answer_server.body = 204, b""
-    code, err = _die_text(lambda: session.check_webshop(answer_server.url), capsys)
+    code, err = _die_text(lambda: check_webshop(answer_server.url), capsys)
     assert code == 3 and f"WebShop server {answer_server.url} is not reachable (HTTP 204)" in err

@@ -184,7 +184,7 @@ def test_protocol_constants():
     from gaca_openrlhf.eval.panels import PAPER_PROTOCOL
 
     assert STANDARD["eval_id"] == ("valid_seen", 128)
-    assert PAPER_PROTOCOL.alfworld_panel == "eval_id" and PAPER_PROTOCOL.num_tasks == 128
+    assert PAPER_PROTOCOL.panel == "eval_id" and PAPER_PROTOCOL.num_tasks == 128
     assert PAPER_PROTOCOL.temperature == 0.4
     assert PAPER_PROTOCOL.seeds == (0, 1, 2)
     args = base_args()
@@ -420,7 +420,8 @@ def test_runner_max_steps_and_failed_episodes_are_not_won(monkeypatch):
 
 # ------------------------------------------------------------------------------------------------ generated data
 def test_results_record_generated_alfworld_data(tmp_path):
-    from gaca_openrlhf.eval.panels import alfworld_generated, resolve_panel
+    from agents.alfworld.eval_panels import alfworld_generated
+    from gaca_openrlhf.eval.panels import resolve_panel
 
     real, gen = tmp_path / "real", tmp_path / "gen"
     _fake_games(str(real), "valid_seen", 2)
@@ -435,7 +436,10 @@ def test_results_record_generated_alfworld_data(tmp_path):
 def test_webshop_health_tells_generated_catalog():
     from http_answer import Server  # same folder (rootdir import mode)
 
-    from gaca_openrlhf.eval.session import check_webshop
+    from gaca_openrlhf.eval.session import checked
+    from agents.webshop.spec import health
+
+    check_webshop = lambda *a, **k: checked(health, *a, **k)  # noqa: E731
 
     srv = Server(200, json.dumps({"status": "ok", "generated": True}))
     try:

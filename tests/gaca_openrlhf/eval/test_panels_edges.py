@@ -6,7 +6,8 @@ import os
 import pytest
 
 from agents.alfworld.assets import GENERATED_MARKER, JSON_DIR
-from gaca_openrlhf.eval.panels import PanelError, alfworld_generated, resolve_panel
+from agents.alfworld.eval_panels import alfworld_generated
+from gaca_openrlhf.eval.panels import PanelError, resolve_panel
 
 
 def _game(root, name, traj):

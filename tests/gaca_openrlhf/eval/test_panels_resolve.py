@@ -140,6 +140,6 @@ def test_built_panel_is_the_one_the_panels_command_writes(tmp_path):
     games = json.loads(open(written["eval_id"]).read())["games"]
     built = resolve_panel("alfworld", "eval_id", data_root=root).tasks
     assert len(built) == 128 and built == games
-    from gaca_openrlhf.eval.panels import alfworld_panel
+    from agents.alfworld.eval_panels import alfworld_panel
 
     assert alfworld_panel("eval_id", root).tasks == games  # its default panel seed is 0 too

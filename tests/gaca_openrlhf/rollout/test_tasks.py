@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from gaca_openrlhf.rollout.tasks import alfworld_tasks, main, write_tasks
+from agents.alfworld.eval_panels import alfworld_tasks
+from gaca_openrlhf.rollout.tasks import main, write_tasks
 
 
 def _games(root, split, n):

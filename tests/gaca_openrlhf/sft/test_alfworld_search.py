@@ -1,10 +1,10 @@
-"""The observation-consistent ALFWorld searcher (gaca_openrlhf/sft/alfworld_search.py) on generated games (real
+"""The observation-consistent ALFWorld searcher (agents/alfworld/search.py) on generated games (real
 TextWorld engine)."""
 from __future__ import annotations
 
 import pytest
 
-from gaca_openrlhf.sft.alfworld_search import SearchState, next_action, parse_task, play
+from agents.alfworld.search import SearchState, next_action, parse_task, play
 
 
 def test_parse_task_reads_both_templates():
@@ -67,7 +67,7 @@ def test_searcher_wins_and_each_action_follows_from_its_prompt(small_rooms):
 
 def test_search_demos_render_prompts_for_sft(small_rooms):
     from agents.alfworld.panels import list_games
-    from gaca_openrlhf.sft.demos import alfworld_demos
+    from agents.alfworld.demos import alfworld_demos
 
     games = [g for g, _ in list_games(small_rooms, "valid_seen")]
     steps, stats = alfworld_demos(small_rooms, games, max_steps=15, expert="search")

@@ -4,7 +4,8 @@ import json
 import pytest
 
 from agents.parsing import parse_action
-from gaca_openrlhf.sft.demos import DemoStep, alfworld_demos, expert_response, load_demos, render_episode, save_demos
+from agents.alfworld.demos import alfworld_demos
+from gaca_openrlhf.sft.demos import DemoStep, expert_response, load_demos, render_episode, save_demos
 
 
 @pytest.fixture(scope="module")

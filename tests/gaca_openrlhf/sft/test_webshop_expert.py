@@ -2,7 +2,7 @@
 import pytest
 
 from agents.parsing import parse_action
-from gaca_openrlhf.sft.webshop_expert import plan_click, webshop_demos
+from agents.webshop.expert import plan_click, webshop_demos
 from webshop_server.engine import Shop
 from webshop_server.testing import serve_in_thread
 

@@ -18,7 +18,7 @@ Every rule reads only the task, the admissible list and the last two actions, wh
 training prompt shows (holding the object is also visible as admissible ``move`` commands), so each demonstration
 step is a function of its prompt. Other task types return None (not covered).
 
-    python -m gaca_openrlhf.sft.alfworld_search --data ROOT --split valid_seen [--max-steps 15]
+    python -m agents.alfworld.search --data ROOT --split valid_seen [--max-steps 15]
 
 prints the searcher's own success rate and steps on a split (the check that the demonstrations are sound).
 """
@@ -123,7 +123,7 @@ def main(argv=None) -> int:
     from agents.alfworld.env import AlfworldEnv
     from agents.alfworld.panels import list_games
 
-    p = argparse.ArgumentParser(prog="python -m gaca_openrlhf.sft.alfworld_search", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m agents.alfworld.search", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True)
     p.add_argument("--split", default="valid_seen")

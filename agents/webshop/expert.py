@@ -2,7 +2,7 @@
 ``--expose-goals``) gives the target product and options; the demonstrator plays search -> item -> options -> buy
 through the training env adapter (:class:`agents.webshop.env.WebShopEnv`), so observations and admissible actions
 are exactly what the policy sees, and the steps are rendered with the training prompts
-(:func:`gaca_openrlhf.sft.demos.render_episode`).
+(:func:`agents.demos.render_episode`).
 
 Search query: the goal's ``query`` when the server gives one, else the instruction text. If the target product is
 not on the first results page, the demonstrator pages forward (``next >``) up to ``max_pages``; an episode that
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from agents.webshop.env import WebShopEnv
-from gaca_openrlhf.sft.demos import DemoStep, render_episode
+from agents.demos import DemoStep, render_episode
 
 
 def _option_values(goal_options: Any) -> list[str]:
