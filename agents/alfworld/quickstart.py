@@ -170,5 +170,9 @@ def setting_data(cfg: dict) -> str:
     distr = ("no distractor objects" if cfg.get("max_distractor_types") == 0 else
              "ALFRED's distractors" if cfg.get("max_distractor_types", -1) < 0 else
              f"<= {cfg['max_distractor_types']} distractor classes")
+    # records made before the retired tuning panel existed drew their test panels from the train games' seed;
+    # 2000 = gaca_openrlhf.bench.quickstart.config.TEST_SEED_OFFSET (tests/agents/alfworld/test_quickstart_setting.py)
+    panels = (f"; test panels of generator seed {2000 + cfg.get('data_seed', 0)}, excluding the retired tuning panel"
+              if "retired_games" in cfg else "; test panels of the train games' generator seed")
     return (f"generated ALFWorld games (not ALFWorld's data), task type(s) {cfg.get('task_types')}, {rooms}, "
-            f"{distr}, {cfg.get('train_games')} train games")
+            f"{distr}, {cfg.get('train_games')} train games" + panels)
