@@ -79,9 +79,15 @@ def data_phase(cfg, st, out, con, tools) -> str:
     from agents.alfworld.panels import build_panel, save_panel
 
     type_ids = [int(t) for t in types.split(",")]
+
+    def own_root_panel(panel_root, name: str, split: str) -> dict:
+        """A panel of a split in its own data root, with absolute game paths (evaluation gets training's root)."""
+        panel = build_panel(str(panel_root), name, split, task_types=type_ids)
+        panel["games"] = [str(panel_root / g) for g in panel["games"]]
+        return panel
+
     train = build_panel(str(root), "quickstart_train", "train", task_types=type_ids)
-    held = build_panel(str(test_root), "quickstart_heldout", "valid_seen", task_types=type_ids)
-    held["games"] = [str(test_root / g) for g in held["games"]]  # absolute: another data root than training's
+    held = own_root_panel(test_root, "quickstart_heldout", "valid_seen")
     counts = {"train": train["num_games"], "heldout": held["num_games"]}
     if not counts["train"] or not counts["heldout"]:
         raise tools.PhaseError(f"no games generated under {root} ({counts}); see {con.log_dir / 'data.log'}")
@@ -90,14 +96,12 @@ def data_phase(cfg, st, out, con, tools) -> str:
     st.data, st.panel, st.rl_data = str(root), str(out / "data" / "heldout_panel.json"), str(root)
     st.extra_panels = {}
     if cfg.unseen_games > 0:
-        unseen = build_panel(str(test_root), "quickstart_test_unseen", "valid_unseen", task_types=type_ids)
-        unseen["games"] = [str(test_root / g) for g in unseen["games"]]
+        unseen = own_root_panel(test_root, "quickstart_test_unseen", "valid_unseen")
         counts["test_unseen"] = unseen["num_games"]
         save_panel(unseen, str(out / "data" / "test_unseen_panel.json"))
         st.extra_panels["test_unseen"] = str(out / "data" / "test_unseen_panel.json")
     if cfg.val_games > 0:
-        val = build_panel(str(val_root), "quickstart_val", "valid_seen", task_types=type_ids)
-        val["games"] = [str(val_root / g) for g in val["games"]]
+        val = own_root_panel(val_root, "quickstart_val", "valid_seen")
         counts["val"] = val["num_games"]
         save_panel(val, str(out / "data" / "val_panel.json"))
         st.extra_panels["val"] = str(out / "data" / "val_panel.json")
