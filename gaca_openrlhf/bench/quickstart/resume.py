@@ -60,8 +60,11 @@ def reusable_run(cfg: QuickstartConfig, run_dir: Path, cmd: list[str], warm: str
     from gaca_openrlhf.bench.report import read_metrics
 
     done, warm_cfg, recorded = run_dir / "config.json", Path(warm) / "config.json", run_dir / "command.txt"
-    if not (recorded.is_file() and done.is_file() and warm_cfg.is_file()
-            and recorded.read_text() == shlex.join(cmd) + "\n"
+    try:  # the interpreter's path is not part of the run: a venv reached through another path runs the same command
+        recorded_args = shlex.split(recorded.read_text())[1:] if recorded.is_file() else None
+    except ValueError:  # a command.txt cut off mid-write
+        recorded_args = None
+    if not (recorded_args == list(map(str, cmd[1:])) and done.is_file() and warm_cfg.is_file()
             and done.stat().st_mtime >= warm_cfg.stat().st_mtime
             and any(run_dir.glob("*.safetensors"))):
         return False

@@ -49,6 +49,9 @@ def test_a_finished_run_of_the_same_command_is_reused(tmp_path):
     assert not reusable_run(cfg, run_dir, rl_command(cfg, st, run_dir, "grpo", 0), st.warm)
     longer = cfg_of("--compare", "--rl-iterations", "9")
     assert not reusable_run(longer, run_dir, rl_command(longer, st, run_dir, "gaca", 0), st.warm)
+    # the same command from another path to the interpreter (a clone linking this venv) is the same run
+    assert reusable_run(cfg, run_dir, ["/elsewhere/.venv/bin/python", *cmd[1:]], st.warm)
+    assert not reusable_run(cfg, run_dir, ["/elsewhere/.venv/bin/python", *cmd[1:-1]], st.warm)
 
 
 def test_an_unfinished_or_stale_run_is_not_reused(tmp_path):
