@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import shlex
 import shutil
@@ -173,6 +174,10 @@ def test_two_node_rehearsal_of_the_gaca_script(env_name):
         with open(os.path.join(save, "metrics.jsonl")) as f:
             rows = [json.loads(line) for line in f if line.strip()]
         assert len(rows) == 2 and [r["rollout/failed_episodes"] for r in rows] == [0, 0]
+        # the one-node rehearsal's checks (tests/examples/test_rehearsal_gpu_scripts.py), which CI runs here for ALFWorld
+        assert all(r.get("kl") is not None and math.isfinite(r["kl"]) for r in rows) and rows[1]["kl"] != 0
+        assert all(r["policy_loss"] is not None and math.isfinite(r["policy_loss"]) for r in rows)
+        assert [(r["check/actor_logprobs_nonfinite"], r["check/ref_logprobs_nonfinite"]) for r in rows] == [(0, 0)] * 2
         with open(os.path.join(save, "rehearsal.json")) as f:
             rep = json.load(f)
         nodes = {n["node_id"] for n in rep["nodes"] if n["alive"]}
