@@ -188,6 +188,7 @@ def render_record(rec_dir) -> str:
                       f"{title} {difference(mats_by_panel[p][1][a], mats_by_panel[p][1][b]).fmt()}"
                       for p, title in panels if a in mats_by_panel[p][1] and b in mats_by_panel[p][1])
                       for a, b in pairs) + "."]
+    lines += target_lines(cfg, mats_by_panel)
     lines += val_curve_lines(rec_dir, rec.get("config", {}).get("rl_iterations"))
     walls = [v.get("rl_wall_s") for v in rec.get("runs", {}).values() if v.get("rl_wall_s")]
     evals = [v.get("eval_wall_s") for v in rec.get("runs", {}).values() if v.get("eval_wall_s")]
@@ -197,6 +198,47 @@ def render_record(rec_dir) -> str:
                   f"{sum(evals) / 60:.0f} min; {rec.get('cpus')} CPU cores." if walls else
                   f"Compute: {len(evals)} evaluations, {sum(evals) / 60:.0f} min; {rec.get('cpus')} CPU cores."]
     return "\n".join(lines)
+
+
+#: the learning target of issue 24: the plain quickstart's mean gain on the test panel, over >= this many training
+#: seeds, at least TARGET_GAIN with the interval's lower bound above 0
+TARGET_SEEDS, TARGET_GAIN = 5, 0.10
+
+
+def plain_command_differs(cfg: dict) -> list[str]:
+    """The settings in which a record's runs differ from the plain ``bash scripts/quickstart.sh`` (for its env), other
+    than which methods and training seeds ran; [] when its runs of the plain command's method are plain runs."""
+    from dataclasses import asdict
+
+    from gaca_openrlhf.bench.quickstart.cli import build_parser, config_from_args
+
+    plain = json.loads(json.dumps(asdict(config_from_args(build_parser().parse_args(
+        ["--env", cfg.get("env", "")] if cfg.get("env") else [])))))
+    return sorted(k for k, v in plain.items() if k not in ("methods", "rl_seeds") and cfg.get(k) != v)
+
+
+def target_lines(cfg: dict, mats_by_panel: dict) -> list[str]:
+    """The learning target judged on a record: the plain command's method on the first test panel, mean gain over
+    training seeds with its interval; nothing when the record's runs are not the plain command's."""
+    from gaca_openrlhf.bench.quickstart.config import PRESETS
+    from gaca_openrlhf.report.stats import difference
+
+    method = PRESETS["full"].methods[0]
+    warm, mats = mats_by_panel.get("test", (None, {}))
+    if warm is None or method not in mats or plain_command_differs(cfg):
+        return []
+    gain = difference(mats[method], warm)
+    seeds = mats[method].shape[0]
+    if seeds < TARGET_SEEDS:
+        verdict = f"not judged yet ({seeds} of {TARGET_SEEDS} training seeds)"
+    elif gain.mean >= TARGET_GAIN and gain.lo > 0:
+        verdict = "met"
+    else:
+        verdict = "not met"
+    return ["", f"Learning target (the plain `bash scripts/quickstart.sh` is the {method.upper()} run of training seed 0 "
+                f"above, same command): mean gain on the test panel (valid_seen) >= +{100 * TARGET_GAIN:.0f} points "
+                f"over >= {TARGET_SEEDS} training seeds with the interval's lower bound above 0: **{verdict}** "
+                f"({method.upper()} over {seeds} training seeds: {gain.fmt()} points)."]
 
 
 def val_curve_lines(rec_dir: Path, final_iteration) -> list[str]:

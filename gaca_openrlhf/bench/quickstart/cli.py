@@ -10,8 +10,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from gaca_openrlhf.bench.quickstart.config import (COMPARE_RL_ITERATIONS, COMPARE_SEEDS, METHODS, PRESETS,
-                                                   QuickstartConfig)
+from gaca_openrlhf.bench.quickstart.config import COMPARE_SEEDS, METHODS, PRESETS, QuickstartConfig
 from gaca_openrlhf.bench.quickstart.console import Console, fmt_duration
 from gaca_openrlhf.bench.quickstart.data import hooks, phase_data
 from gaca_openrlhf.bench.quickstart.phases import phase_eval, phase_given_warm_start, phase_rl, phase_sft
@@ -57,8 +56,7 @@ def config_from_args(args) -> QuickstartConfig:
     cfg = replace(PRESETS["smoke" if args.smoke else "full"], env=args.env)
     if args.compare:
         cfg = replace(cfg, methods=METHODS, rl_seeds=COMPARE_SEEDS if not args.smoke else (0, 1, 2),
-                      eval_seeds=cfg.eval_seeds if not args.smoke else (0,),
-                      rl_iterations=cfg.rl_iterations if args.smoke else COMPARE_RL_ITERATIONS)
+                      eval_seeds=cfg.eval_seeds if not args.smoke else (0,))
     over = {}
     for name in QuickstartConfig.__dataclass_fields__:
         v = getattr(args, name, None)

@@ -38,8 +38,9 @@ def test_presets_and_overrides():
     assert cfg_of("--eval-seeds", "4,5").eval_seeds == (4, 5)
     cmp = cfg_of("--compare")
     assert cmp.methods == METHODS and len(cmp.rl_seeds) == 5  # issue 24: >= 5 training seeds per method
-    # the 2-hour compare budget: fewer iterations than a single run, one budget for every method; overridable
-    assert cmp.rl_iterations < full.rl_iterations
+    # one budget for every method, and the plain command's: its run is the compare's GACA run of the same seed, so
+    # the compare's GACA row is the plain command's distribution over training seeds (issue 24); overridable
+    assert cmp.rl_iterations == full.rl_iterations
     assert cfg_of("--compare", "--rl-iterations", "5").rl_iterations == 5
     assert cfg_of("--compare", "--smoke").rl_iterations == smoke.rl_iterations
     with pytest.raises(SystemExit):
@@ -69,6 +70,15 @@ def test_rl_command_is_accepted_by_the_project_parser(tmp_path):
         cfg_of("--rl-temperature", "0")
     assert json.loads(args.env.kwargs)["data_dir"] == st.data
     assert Path(args.ckpt.output_dir) == tmp_path / "run"
+
+
+def test_the_plain_run_is_the_compare_s_gaca_run_of_its_seed(tmp_path):
+    plain, cmp = cfg_of(), cfg_of("--compare")
+    assert plain.methods == ("gaca",) and plain.rl_seeds == (0,) and 0 in cmp.rl_seeds
+    st = state_in(tmp_path)
+    assert (rl_command(plain, st, tmp_path / "run", "gaca", 0) == rl_command(cmp, st, tmp_path / "run", "gaca", 0))
+    ev = [eval_command(c, st, str(tmp_path / "model"), tmp_path / "eval", c.eval_seeds) for c in (plain, cmp)]
+    assert ev[0] == ev[1]
 
 
 def test_kl_to_the_warm_start_reaches_train_ppo_as_a_loss(tmp_path):

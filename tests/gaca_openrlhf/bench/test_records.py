@@ -108,3 +108,34 @@ def test_curves_figure_is_drawn_from_the_record(tmp_path):
     records.collect(_fake_out(tmp_path), tmp_path / "results" / "r1")
     out = records.plot_record(tmp_path / "results" / "r1")
     assert out == tmp_path / "results" / "r1" / "curves.png" and out.stat().st_size > 5000
+
+
+def _plain_cfg() -> dict:
+    from dataclasses import asdict
+
+    from gaca_openrlhf.bench.quickstart.cli import build_parser, config_from_args
+
+    return json.loads(json.dumps(asdict(config_from_args(build_parser().parse_args([])))))
+
+
+def test_learning_target_is_judged_on_the_plain_command_s_method_over_five_seeds():
+    games = 40
+    warm = np.zeros((1, games))
+    warm[0, :16] = 1  # 40 %
+    strong = np.zeros((5, games))
+    strong[:, :26] = 1  # 65 % on every seed: +25 points, every resample above 0
+    weak = warm.repeat(5, axis=0)  # no gain
+    cfg = _plain_cfg()
+
+    def verdict(mat, c=cfg):
+        text = "".join(records.target_lines(c, {"test": (warm, {"gaca": mat})}))
+        return text.split("**")[1] if text else None
+
+    assert verdict(strong) == "met"
+    assert verdict(weak) == "not met"
+    assert verdict(strong[:4]).startswith("not judged yet (4 of 5")
+    # a record whose runs are not the plain command's (another budget) says nothing about the plain command
+    assert records.plain_command_differs({**cfg, "rl_iterations": cfg["rl_iterations"] + 4}) == ["rl_iterations"]
+    assert verdict(strong, {**cfg, "rl_iterations": cfg["rl_iterations"] + 4}) is None
+    # methods and training seeds are what a compare adds: they do not make the runs differ
+    assert records.plain_command_differs({**cfg, "methods": ["grpo", "gaca"], "rl_seeds": [0, 1, 2, 3, 4]}) == []
