@@ -210,10 +210,9 @@ def plain_command_differs(cfg: dict) -> list[str]:
     than which methods and training seeds ran; [] when its runs of the plain command's method are plain runs."""
     from dataclasses import asdict
 
-    from gaca_openrlhf.bench.quickstart.cli import build_parser, config_from_args
+    from gaca_openrlhf.bench.quickstart.config import plain_config
 
-    plain = json.loads(json.dumps(asdict(config_from_args(build_parser().parse_args(
-        ["--env", cfg.get("env", "")] if cfg.get("env") else [])))))
+    plain = json.loads(json.dumps(asdict(plain_config(cfg["env"]) if cfg.get("env") else plain_config())))
     return sorted(k for k, v in plain.items() if k not in ("methods", "rl_seeds") and cfg.get(k) != v)
 
 

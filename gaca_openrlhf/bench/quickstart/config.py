@@ -2,7 +2,7 @@
 the generator seeds of the panels (each an offset from ``--data-seed``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agents.registry import DEFAULT_ENV
 
@@ -104,6 +104,18 @@ PRESETS = {
                               max_steps=6, max_new_tokens=40, rl_iterations=2, rl_tasks_per_iter=2, rl_n=2,
                               rl_mini_batch_steps=8, num_envs=3, val_every=1),
 }
+
+
+def plain_config(env: str = DEFAULT_ENV) -> QuickstartConfig:
+    """The configuration of the plain ``bash scripts/quickstart.sh --env ENV`` (no flag): the full preset with the
+    environment's own preset changes."""
+    from agents.registry import spec
+
+    cfg = replace(PRESETS["full"], env=env)
+    hooks = spec(env).quickstart
+    return hooks.configure(cfg, set(), False) if hooks is not None else cfg
+
+
 COMPARE_SEEDS = (0, 1, 2, 3, 4)  # issue 24: at least 5 training seeds per method
 #: the validation panel's generator seed is this plus --data-seed (train and test panels use --data-seed)
 VALIDATION_SEED_OFFSET = 500

@@ -7,7 +7,7 @@ import pytest
 
 from gaca_openrlhf.bench.quickstart import phases
 from gaca_openrlhf.bench.quickstart.cli import build_parser, config_from_args
-from gaca_openrlhf.bench.quickstart.config import METHODS
+from gaca_openrlhf.bench.quickstart.config import METHODS, plain_config
 from gaca_openrlhf.bench.quickstart.console import Console
 from gaca_openrlhf.bench.quickstart.phases import eval_command, phase_given_warm_start, rl_command
 from gaca_openrlhf.bench.quickstart.runner import PhaseError
@@ -74,6 +74,9 @@ def test_rl_command_is_accepted_by_the_project_parser(tmp_path):
 
 def test_the_plain_run_is_the_compare_s_gaca_run_of_its_seed(tmp_path):
     plain, cmp = cfg_of(), cfg_of("--compare")
+    # records judge the learning target against this configuration (bench.records.plain_command_differs)
+    assert plain_config() == plain and plain_config("webshop") == cfg_of("--env", "webshop")
+    assert plain_config() != cfg_of("--rl-iterations", "3")
     assert plain.methods == ("gaca",) and plain.rl_seeds == (0,) and 0 in cmp.rl_seeds
     st = state_in(tmp_path)
     assert (rl_command(plain, st, tmp_path / "run", "gaca", 0) == rl_command(cmp, st, tmp_path / "run", "gaca", 0))
