@@ -166,7 +166,7 @@ class QuickstartHooks:
     eval_args(cfg, st) -> argv: the eval CLI options that select the panels (``--panel``, ``--extra-panel``, data
         root or server, prompt budget).
     rl_max_len: ``train_ppo --data.max_len``.
-    rl_env_args(cfg, st) -> argv: ``train_ppo`` options of the env (``--env.kwargs``, ...), appended last.
+    rl_env_args(cfg, st) -> argv: ``train_ppo`` options of the env (``--env.env_kwargs``, ...), appended last.
     report_data(cfg, st) -> markdown: the report's "Data" paragraph.
     setting_data(cfg: dict) -> text: the data part of a record's setting line (``cfg`` is the recorded config).
     """
@@ -184,6 +184,19 @@ class QuickstartHooks:
 
 
 @dataclass(frozen=True)
+class ServerPreflight:
+    """The start-up check of an environment whose env workers talk to a server (``python -m gaca_openrlhf.preflight
+    --url URL``): ``URL/health`` must answer from the head node, and the env workers on every node use that URL.
+
+    reach_hint: what lets the other nodes reach the URL (named when the run has several nodes).
+    describe(health) -> text: what the ``/health`` answer (a dict, ``{}`` when not one) says, for the ok line.
+    """
+
+    reach_hint: str
+    describe: Callable[[dict], str]
+
+
+@dataclass(frozen=True)
 class EnvSpec:
     """Everything the rest of the system asks of an environment; each ``agents/<env>/spec.py`` defines one as
     ``SPEC`` and :data:`agents.registry.ENVIRONMENTS` maps the env's name to that module (one line). Only ``name``,
@@ -191,7 +204,7 @@ class EnvSpec:
     server, no Ray workers, no demonstrator and no quickstart.
 
     Adapter and prompt
-        name: registry name (``--env``, ``--env.name``). label: its name in messages and reports (default ``name``).
+        name: registry name (``--env``, ``--env.env``). label: its name in messages and reports (default ``name``).
         make_env(**config) -> AgentEnv: the adapter (training rollouts and evaluation). prompt: the step-prompt
         template (:mod:`agents.prompts`). prompt_case_inputs(task, observation, actions, history) -> the same four
         as the prompt shows them, from the raw environment outputs a prompt case holds (default: unchanged).
@@ -212,6 +225,10 @@ class EnvSpec:
         rehearsal must place env workers). ray_worker_class: the Ray actor class of its env workers (the rehearsal
         reports on which nodes they ran). task_types: its task-type names, when a task id names its type as a
         folder ``<type>-...`` (the diagnostics' per-type lambda from advantage dumps).
+    Training and start-up checks
+        failure_hint: what of the env's own setup to check when most of its episodes fail (its data, its server);
+        training's failed-iteration error names it (None: only the generic causes). server_preflight:
+        :class:`ServerPreflight`, the check of ``python -m gaca_openrlhf.preflight --url`` (None: no server).
     Task files (``python -m gaca_openrlhf.rollout.tasks <env>``)
         add_task_args(subparser); task_ids(args) -> task ids (default: ``--num N`` integer tasks).
     SFT demonstrations (``python -m gaca_openrlhf.sft <env>``)
@@ -244,6 +261,9 @@ class EnvSpec:
     rehearsal_workers_note: str | None = None
     ray_worker_class: str | None = None
     task_types: tuple = ()
+    # training, start-up checks
+    failure_hint: str | None = None
+    server_preflight: ServerPreflight | None = None
     # task files
     add_task_args: Callable[[Any], None] = _add_num_arg
     task_ids: Callable[[Any], list] = _num_task_ids

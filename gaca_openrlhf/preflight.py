@@ -23,7 +23,9 @@ it unless ``DRY_RUN=1`` (it prints the command instead), ``REHEARSAL=1`` or ``GP
   apart from the rotation (``EVAL_CKPTS=1`` of the comparison and ablation scripts keeps every HF checkpoint in
   ``SAVE_PATH/hf/``). The parameter count comes from the model's config.json (a local folder or the Hugging Face
   cache), else from its name (``...-7B-...``).
-* **WebShop** (``--url``): ``URL/health`` answers from this node. Env workers on every node use the same URL.
+* **Env server** (``--url``, ``--env``): ``URL/health`` answers from this node. Env workers on every node use the
+  same URL. What the check names comes from the environment's spec (``EnvSpec.server_preflight``: WebShop's);
+  without ``--env`` it is the one registered environment that has a server (the launch scripts pass ``--url`` alone).
 
 Every external query (Ray, disk, HTTP, config lookup) is a parameter of :func:`run_checks`, for the tests.
 """
@@ -225,16 +227,37 @@ def check_disk(report: Report, path: str, needed_bytes: Optional[int], detail: s
         report.ok.append(f"disk: {free / GIB:.1f} GiB free at {where} >= {needed_bytes / GIB:.1f} GiB ({detail})")
 
 
-def check_url(report: Report, url: str, num_nodes: int, fetch: Callable[[str], dict] = fetch_health) -> None:
-    others = (f" Env workers on all {num_nodes} nodes must reach this same URL (WEBSHOP_ADVERTISE_HOST, firewall)."
+def server_env(name: Optional[str]):
+    """The :class:`~agents.base.EnvSpec` of the environment whose server ``--url`` is: ``--env``, else the one
+    registered environment with a ``server_preflight`` (the launch scripts pass ``--url`` alone)."""
+    from agents import registry
+
+    if name:
+        spec = registry.spec(name)
+        if spec.server_preflight is None:
+            raise SystemExit(f"error: preflight: --url: the environment {name!r} has no server to check")
+        return spec
+    with_server = [s for s in registry.specs() if s.server_preflight is not None]
+    if len(with_server) != 1:
+        raise SystemExit("error: preflight: --url needs --env NAME, the environment whose server it is (registered "
+                         f"with a server: {[s.name for s in with_server]})")
+    return with_server[0]
+
+
+def check_url(report: Report, url: str, num_nodes: int, spec,
+              fetch: Callable[[str], dict] = fetch_health) -> None:
+    """``url/health`` of the server of ``spec`` (an :class:`~agents.base.EnvSpec` with a ``server_preflight``)
+    answers from this node."""
+    check = spec.server_preflight
+    others = (f" Env workers on all {num_nodes} nodes must reach this same URL ({check.reach_hint})."
               if num_nodes > 1 else "")
     try:
         health = fetch(url)
     except Exception as e:  # noqa: BLE001 - any failure to answer is the finding
-        report.errors.append(f"WebShop: {url}/health does not answer from this node: {e!r}.{others}")
+        report.errors.append(f"{spec.title}: {url}/health does not answer from this node: {e!r}.{others}")
         return
-    goals = health.get("goals") if isinstance(health, dict) else None
-    report.ok.append(f"WebShop: {url}/health answers ({goals} goals).{others}")
+    report.ok.append(f"{spec.title}: {url}/health answers "
+                     f"({check.describe(health if isinstance(health, dict) else {})}).{others}")
 
 
 def run_checks(args, ray_query: Callable[[], Optional[RayInfo]] = query_ray,
@@ -273,7 +296,7 @@ def run_checks(args, ray_query: Callable[[], Optional[RayInfo]] = query_ray,
             needed, detail = None, "neither --disk-needed-gb nor --model given"
         check_disk(report, args.disk, needed, detail, free_fn)
     if args.url:
-        check_url(report, args.url, args.num_nodes, fetch)
+        check_url(report, args.url, args.num_nodes, server_env(args.env), fetch)
     return report
 
 
@@ -290,7 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--num-nodes", type=int, default=1, help="NUM_NODES")
     ap.add_argument("--gpus", type=int, default=None,
                     help="GPUs of the run (NUM_NODES x GPUS_PER_NODE; one 1-CPU bundle each); enables the Ray check")
-    ap.add_argument("--env-workers", type=int, default=0, help="env workers of one iteration (ALFWorld: tasks x rollouts)")
+    ap.add_argument("--env-workers", type=int, default=0,
+                    help="env workers of one iteration (an env with Ray env workers: tasks x rollouts)")
     ap.add_argument("--env-worker-cpus", type=_nonneg_float, default=0.0, help="logical CPUs per env worker")
     ap.add_argument("--ray-cpus-needed", type=_nonneg_float, default=None, help="override the computed CPU need")
     ap.add_argument("--disk", metavar="PATH", default=None, help="the output folder (SAVE_PATH); enables the disk check")
@@ -300,7 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-save-hf", action="store_true", help="the run does not pass --ckpt.save_hf")
     ap.add_argument("--hf-kept", type=int, default=0,
                     help="HF checkpoints kept apart from the rotation (SAVE_PATH/hf/, EVAL_CKPTS=1)")
-    ap.add_argument("--url", default=None, help="WebShop server URL: /health must answer")
+    ap.add_argument("--url", default=None, help="the env server's URL: /health must answer")
+    ap.add_argument("--env", default=None,
+                    help="the environment whose server --url is (default: the registered one that has a server)")
     return ap
 
 

@@ -106,6 +106,7 @@ SPEC = EnvSpec(
     panel_help="panel JSON file or name (eval_id | eval_ood | train)", resolve_panel=resolve_panel,
     panel_files=True, generated_data=generated_data,
     needs_ray_workers=lambda env_kwargs: env_kwargs.get("backend") == "ray", ray_worker_class="AlfworldWorker",
+    failure_hint="ALFWorld data (ALFWORLD_DATA) or game generation",
     task_types=tuple(TASK_TYPES[i] for i in sorted(TASK_TYPES)),
     add_task_args=add_task_args, task_ids=task_ids, add_sft_args=add_sft_args, sft_demos=sft_demos, sft_augment=True,
     quickstart=_quickstart(), packages=("alfworld", "textworld"),

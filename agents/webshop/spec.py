@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from agents.base import EnvConfigError, EnvSpec, Panel, PanelError, QuickstartHooks
+from agents.base import EnvConfigError, EnvSpec, Panel, PanelError, QuickstartHooks, ServerPreflight
 from agents.webshop.env import PROMPT, format_avail_actions, format_obs, make_env
 
 #: WebShop goal splits (webshop_server.goals): name -> number of goals (None: open-ended)
@@ -115,6 +115,10 @@ SPEC = EnvSpec(
     eval_env_config=eval_env_config, panel_help="goal split (test | eval | train)", resolve_panel=panel,
     check_server=check_server, generated_data=lambda data_root, tasks, health: health.get("generated"),
     rehearsal_workers_note="WebShop episodes run inside the vLLM engines, over HTTP",
+    failure_hint="the WebShop server (URL, health)",
+    # the env workers of every node use the head node's URL (examples/gpu: webshop_advertise_host)
+    server_preflight=ServerPreflight(reach_hint="WEBSHOP_ADVERTISE_HOST, firewall",
+                                     describe=lambda health: f"{health.get('goals')} goals"),
     add_task_args=add_task_args, task_ids=task_ids, add_sft_args=add_sft_args, sft_demos=sft_demos,
     quickstart=_quickstart(), packages=("flask", "bm25s"),
 )

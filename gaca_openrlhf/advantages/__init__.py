@@ -18,7 +18,8 @@ from .config import AdvantageConfig
 from .context import StepContext
 from .hashing import hash_anchor, hash_anchors
 from .metrics import summary_metrics
-from .registry import EstimatorSpec, compute_advantages, get_estimator, list_estimators, register_estimator
+from .registry import (EstimatorSpec, compute_advantages, get_estimator, is_step_estimator, list_estimators,
+                       register_estimator)
 from .segment import discounted_suffix_sum
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "get_estimator",
     "hash_anchor",
     "hash_anchors",
+    "is_step_estimator",
     "list_estimators",
     "mean_response_nll",
     "register_estimator",

@@ -59,6 +59,13 @@ def list_estimators() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def is_step_estimator(name: str) -> bool:
+    """Whether ``name`` is one of this registry's estimators (one sample per environment step, the step-level agent
+    rollouts), as opposed to OpenRLHF's own (``gae``, ``reinforce``, ``rloo``, ``group_norm``, ...): the one test of
+    "is this a step estimator?" that the CLI, the trainer and the experience maker share."""
+    return name in _REGISTRY
+
+
 def compute_advantages(
     batch: StepBatch,
     cfg: Optional[AdvantageConfig] = None,

@@ -7,8 +7,8 @@ Pieces (docs/design.md §6):
   (a mixin; the policy actor classes are :mod:`gaca_openrlhf.trainer.cpu_actors`);
 - ``flash_attn_shim/``: pure-PyTorch stand-in for the two flash-attn imports (activated by setup.sh's .pth).
 
-Selected automatically when CUDA is absent, or forced with ``--gaca.backend cpu`` / ``GACA_BACKEND=cpu``.
-``--gaca.backend rehearsal`` (:mod:`.rehearsal`) runs the *GPU* launch path on CPU with logical GPUs instead.
+Selected automatically when CUDA is absent, or forced with ``--run.backend cpu`` / ``GACA_BACKEND=cpu``.
+``--run.backend rehearsal`` (:mod:`.rehearsal`) runs the *GPU* launch path on CPU with logical GPUs instead.
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def resolve_param_dtype(requested: str, mode: str) -> str:
 def backend_mode(requested: str | None = None) -> str:
     """``"gpu"``, ``"cpu"`` or ``"rehearsal"`` (the GPU launch path on CPU: :mod:`gaca_openrlhf.cpu.rehearsal`).
 
-    ``requested``: the ``--gaca.backend`` value; ``auto``/None reads ``GACA_BACKEND`` and then picks CPU when CUDA
+    ``requested``: the ``--run.backend`` value; ``auto``/None reads ``GACA_BACKEND`` and then picks CPU when CUDA
     is absent."""
     requested = (requested or "auto").lower()
     if requested == "auto":

@@ -1,4 +1,4 @@
-"""Rehearsal of the GPU launch path on CPU (``--gaca.backend rehearsal``, set by ``REHEARSAL=1`` in examples/gpu).
+"""Rehearsal of the GPU launch path on CPU (``--run.backend rehearsal``, set by ``REHEARSAL=1`` in examples/gpu).
 
 The CPU backend (:mod:`gaca_openrlhf.cpu.actors`) uses ``num_gpus=0`` actors and no placement groups, so it never
 exercises the placement rules of a GPU node. The rehearsal instead runs the *GPU* branch of

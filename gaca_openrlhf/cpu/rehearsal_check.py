@@ -89,7 +89,8 @@ def _env_name(save_path: str) -> Optional[str]:
         return None
     with open(path) as f:
         argv = shlex.split(f.read())
-    values = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--env.name"]
+    flags = ("--env.env", "--env.name")  # the option, and its deprecated old name (scripts not moved yet)
+    values = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in flags]
     return values[-1] if values else None
 
 

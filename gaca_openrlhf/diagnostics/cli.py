@@ -1,7 +1,7 @@
 """``python -m gaca_openrlhf.diagnostics --run DIR [--model CKPT] --out OUTDIR``: the GACA paper's diagnostics.
 
 1. Lambda distribution over the run (mean, share at 0 and at 1, quantiles, per task type) from its advantage dumps
-   (``--gaca.dump_dir``; searched under DIR unless ``--dump-dir`` is given), else from ``DIR/metrics.jsonl``.
+   (``--run.dump_dir``; searched under DIR unless ``--dump-dir`` is given), else from ``DIR/metrics.jsonl``.
 2. With ``--model``: the within-trajectory action-disagreement test on that frozen checkpoint with vLLM offline
    (:mod:`.disagreement`), on a panel of tasks with fixed seeds, plus the frozen policy's own lambda distribution.
 

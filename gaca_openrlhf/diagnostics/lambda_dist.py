@@ -2,7 +2,7 @@
 per task type -- from a run's advantage dumps, its metrics, or per-step NLLs of a frozen policy.
 
 Sources, best first:
-- advantage dumps (``--gaca.dump_dir``: ``adv_iter_NNNN.pt``, written by the trainer's advantage hook): the
+- advantage dumps (``--run.dump_dir``: ``adv_iter_NNNN.pt``, written by the trainer's advantage hook): the
   iteration's StepBatch and AdvantageConfig; lambda is recomputed with the estimator that trained (so every step is
   counted), task types come from each row's prompt (the ALFWorld game path names its task type);
 - ``metrics.jsonl``: per-iteration ``adv/lambda_mean`` and ``adv/lambda_saturated_frac`` only (no share at 0, no

@@ -1,5 +1,10 @@
 """Rollout configuration, from the CLI (``--env.*``) to the rollout actors.
 
+Every field of :class:`RolloutConfig` is a ``train_ppo`` option ``--env.<field>`` of the same name (generated from
+the field and its metadata, as ``--gaca.*`` is from the estimator's config), except the fields whose metadata names
+the OpenRLHF option that sets them (``from``). :meth:`RolloutConfig.from_args` builds the config from the parsed
+options. Three options had other names before (:data:`RENAMED`); those still work, with a deprecation warning.
+
 The executor is instantiated with no arguments inside vLLM's ``RolloutRayActor`` (OpenRLHF's contract), so its
 configuration travels as JSON in the ``GACA_ROLLOUT_CONFIG`` environment variable of the Ray job's runtime env.
 """
@@ -7,12 +12,18 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+from agents.registry import DEFAULT_ENV
 
 ENV_VAR = "GACA_ROLLOUT_CONFIG"
 INVALID_ACTION_MODES = ("execute", "noop")
 VALIDITY_MODES = ("format", "admissible")
+#: old ``--env.<name>`` option -> the field (and option) it sets now
+RENAMED = {"name": "env", "kwargs": "env_kwargs", "timeout_s": "env_timeout_s"}
+#: the response budget when ``--rollout.max_new_tokens`` is unset
+DEFAULT_MAX_NEW_TOKENS = 256
 
 
 def check_invalid_action(mode: str) -> str:
@@ -24,36 +35,68 @@ def check_invalid_action(mode: str) -> str:
 
 @dataclass
 class RolloutConfig:
-    """How one episode is run."""
+    """How one episode is run (and how a rollout round's failed episodes are judged)."""
 
-    env: str = "toy"  # registry name (agents.registry.ENVIRONMENTS): alfworld | webshop | toy
-    env_kwargs: dict[str, Any] = field(default_factory=dict)  # passed to make_env(env, **env_kwargs)
-    history_k: int = 2  # (observation, action) pairs of memory in the step prompt
-    max_steps: int = 0  # episode step limit; 0 = the environment's own (ALFWorld 50, WebShop 15)
-    prompt_max_len: int = 2048  # step prompts longer than this are left-truncated (logged)
-    max_new_tokens: int = 256  # per-step response budget (--rollout.max_new_tokens)
-    stop: list[str] = field(default_factory=lambda: ["</action>"])  # generation stops after the action
-    env_timeout_s: float = 120.0  # one reset/step call slower than this fails the episode
+    # the CLI's default environment too (one source: the registry's DEFAULT_ENV)
+    env: str = field(default=DEFAULT_ENV, metadata={
+        "help": "registered environment (agents.registry; default: %(default)s)"})
+    env_kwargs: dict[str, Any] = field(default_factory=dict, metadata={
+        "cli_default": None, "help": "JSON object passed to agents.registry.make_env(env, **env_kwargs)"})
+    history_k: int = field(default=2, metadata={"help": "(observation, action) pairs of memory in the step prompt"})
+    max_steps: int = field(default=0, metadata={
+        "help": "episode step limit (0: the environment's own)"})
+    # longer step prompts are left-truncated (logged); the option's None means data.max_len - the response budget
+    prompt_max_len: int = field(default=2048, metadata={
+        "cli_default": None, "help": "step-prompt token limit (default: data.max_len - rollout.max_new_tokens)"})
+    max_new_tokens: int = field(default=DEFAULT_MAX_NEW_TOKENS, metadata={"from": "--rollout.max_new_tokens",
+                                                                          "help": "per-step response budget"})
+    stop: list[str] = field(default_factory=lambda: ["</action>"], metadata={
+        "help": "generation stops after these strings (the action's closing tag)"})
+    env_timeout_s: float = field(default=120.0, metadata={
+        "help": "one env reset/step call slower than this fails the episode"})
     # what an invalid response does (agents.parsing): "execute" (verl-agent: the projected action is executed and
     # only penalised through is_action_valid) or "noop" (this project's older rule: the environment answers it
     # as an unknown command without executing it; environments whose step() takes no ``valid`` execute it anyway)
-    invalid_action: str = "execute"
+    invalid_action: str = field(default="execute", metadata={"choices": INVALID_ACTION_MODES, "help": (
+        "an invalid response (bad format): 'execute' its projected action and only penalise it (verl-agent), or "
+        "'noop': the environment answers it as an unknown command")})
     # which responses count as valid (is_action_valid, hence the invalid-action penalty c): "format" (verl-agent:
     # the projection's format check only) or "admissible" (an ablation: also an action off the environment's
     # admissible list is invalid; a step whose list is empty is judged on format alone)
-    validity: str = "format"
+    validity: str = field(default="format", metadata={"choices": VALIDITY_MODES, "help": (
+        "what is_action_valid checks: 'format' (verl-agent: the response's tags) or 'admissible' (ablation: also an "
+        "action off the environment's admissible list is invalid and penalised)")})
     # fault drill (tests): kill the env's Ray worker (``env._actor``) at this step of the first
     # ``kill_worker_episodes`` episodes that reach it (-1: never)
-    kill_worker_at_step: int = -1
-    kill_worker_episodes: int = 1
+    kill_worker_at_step: int = field(default=-1, metadata={
+        "help": "fault drill (tests): kill the env worker of an episode at this step (-1: off)"})
+    kill_worker_episodes: int = field(default=1, metadata={
+        "help": "fault drill: how many episodes (the first to reach the step) lose their worker"})
     # the run's seed (--train.seed): every generation request carries derive_seed(seed, task, k, step), k = the
     # task's episode count on this engine, so the sampled tokens do not depend on which requests share a batch
-    seed: int = 0
+    seed: int = field(default=0, metadata={"from": "--train.seed", "help": "the run's seed"})
+    # read by the driver's samples generator (a round of episodes), not by the rollout actors
+    max_failed_frac: float = field(default=0.5, metadata={"help": (
+        "an iteration with more failed episodes than this counts as failing; failing in iteration 1 stops training "
+        "at once (a broken environment setup)")})
+    max_failed_iters: int = field(default=3, metadata={
+        "help": "stop with an error after this many failing iterations in a row"})
 
     def __post_init__(self) -> None:
         check_invalid_action(self.invalid_action)
         if self.validity not in VALIDITY_MODES:
             raise ValueError(f"validity must be one of {VALIDITY_MODES}, got {self.validity!r}")
+
+    @classmethod
+    def from_args(cls, args) -> "RolloutConfig":
+        """The run's config from ``train_ppo``'s parsed options: ``args.env.<field>`` for each field with an option
+        (``env_kwargs`` parsed from JSON, ``prompt_max_len`` derived when unset), ``max_new_tokens`` from
+        ``--rollout.max_new_tokens`` and ``seed`` from ``--train.seed``."""
+        values = {f.name: getattr(args.env, f.name) for f in fields(cls) if "from" not in f.metadata}
+        max_new = args.rollout.max_new_tokens or DEFAULT_MAX_NEW_TOKENS
+        values["env_kwargs"] = json.loads(values["env_kwargs"]) if values["env_kwargs"] else {}
+        values["prompt_max_len"] = values["prompt_max_len"] or max(1, args.data.max_len - max_new)
+        return cls(**values, max_new_tokens=max_new, seed=args.train.seed)
 
     def to_env(self) -> dict[str, str]:
         return {ENV_VAR: json.dumps(asdict(self))}

@@ -1,13 +1,14 @@
 """Policy actor with a per-iteration mini-batch split, an LR schedule in iterations and HF-checkpoint rotation.
 
 Step samples make the sample count vary per iteration (:mod:`.minibatch`). Per iteration,
-:meth:`StepPolicyMixin.set_iteration_batch` splits the iteration's (padded) samples into exactly ``updates``
-mini-batches: DeepSpeed's train batch size (hence its gradient-accumulation steps) and OpenRLHF's loss-normalization
-window are set for this iteration, the micro-step counter is re-aligned so a boundary falls after each mini-batch,
-and the LR is set to the schedule's value *for this iteration*.
+:meth:`StepPolicyMixin.set_iteration_batch` takes the iteration's :class:`~.minibatch.MiniBatchPlan` and splits its
+(padded) samples into exactly ``plan.updates`` mini-batches: DeepSpeed's train batch size (hence its
+gradient-accumulation steps) and OpenRLHF's loss-normalization window are set for this iteration, the micro-step
+counter is re-aligned so a boundary falls after each mini-batch, and the LR is set to the schedule's value *for this
+iteration*.
 
 **LR schedule.** As in verl (whose actor steps its LR scheduler once per training step), the schedule counts
-iterations: its length is the run's iteration count (``--gaca.max_iterations``, or the prompt data's iterations x
+iterations: its length is the run's iteration count (``--run.max_iterations``, or the prompt data's iterations x
 ``--train.num_episodes``, whichever is smaller; see :func:`~.ppo_trainer.lr_schedule_iterations`) and the LR is
 constant within an iteration, however many updates that iteration makes. DeepSpeed would step the scheduler on each
 update, so :meth:`StepPolicyMixin.fit` detaches it from the engine while training.
@@ -27,7 +28,7 @@ from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
 
 from .chunked_actor import install_chunked_forward
 from .entropy import policy_forward_with_entropy
-from .minibatch import min_token_budget_parts, token_budget_partition
+from .minibatch import MiniBatchPlan, min_token_budget_parts, token_budget_partition
 
 
 def set_lr_position(scheduler, iteration: int) -> None:
@@ -126,16 +127,18 @@ class StepPolicyMixin:
     forward_with_entropy = policy_forward_with_entropy  # experience forward + per-step entropy (EMPG; .entropy)
 
     def init_model_from_pretrained(self, strategy, pretrain, max_steps=None, vllm_engines=None):
-        """OpenRLHF's model set-up, then the chunked log-prob/entropy forward (``--gaca.logprob_chunk_size``)."""
+        """OpenRLHF's model set-up, then the chunked log-prob/entropy forward (``--run.logprob_chunk_size``)."""
         out = super().init_model_from_pretrained(strategy, pretrain, max_steps=max_steps, vllm_engines=vllm_engines)
-        chunk = int(getattr(getattr(strategy.args, "gaca", None), "logprob_chunk_size", 0) or 0)
+        chunk = int(getattr(getattr(strategy.args, "run", None), "logprob_chunk_size", 0) or 0)
         if install_chunked_forward(self.actor, chunk):
             strategy.print(f"[gaca] log-probs/entropy in chunks of {chunk} tokens (no full-vocabulary logits)")
         return out
 
-    def set_iteration_batch(self, num_samples: int, updates: int, iteration: int | None = None) -> int:
-        """Use ``num_samples / updates`` samples per optimizer update this iteration; returns the grad-accum steps.
+    def set_iteration_batch(self, plan: MiniBatchPlan, iteration: int | None = None) -> int:
+        """Use ``plan.per_update`` samples per optimizer update this iteration; returns the grad-accum steps.
 
+        The plan (:func:`~.minibatch.plan_minibatches`, from the run's shape) is checked against this rank's DeepSpeed
+        engine: its updates must split into whole micro-batches on every DP rank, else it fails here.
         ``iteration`` (0-based) positions the LR schedule (module docstring). With token-budget micro-batches
         (``--train.dynamic_batch_enable``) DeepSpeed runs with micro batch 1 and no accumulation (OpenRLHF's dynamic
         mode, which steps the optimizer itself at each window's end): only the update count is kept, for
@@ -144,7 +147,7 @@ class StepPolicyMixin:
         strategy = self.strategy
         engine = self.actor.model  # DeepSpeedEngine
         micro, dp = engine.train_micro_batch_size_per_gpu(), engine.dp_world_size
-        per_update = num_samples // updates
+        num_samples, updates, per_update = plan.padded, plan.updates, plan.per_update
         if _dynamic_batches(strategy):
             if per_update * updates != num_samples or per_update % dp:
                 raise ValueError(f"{num_samples} samples cannot form {updates} updates over {dp} ranks")

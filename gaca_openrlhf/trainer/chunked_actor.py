@@ -1,4 +1,4 @@
-"""OpenRLHF's ``Actor.forward`` with the log-probs and entropy computed in chunks (``--gaca.logprob_chunk_size``).
+"""OpenRLHF's ``Actor.forward`` with the log-probs and entropy computed in chunks (``--run.logprob_chunk_size``).
 
 :func:`chunked_actor_forward` is a drop-in for ``openrlhf.models.actor.Actor.forward`` (same arguments, same
 outputs) that never materialises the full ``[tokens, vocab]`` logits: the model is called with an empty
@@ -84,7 +84,7 @@ def chunked_actor_forward(self, sequences: torch.LongTensor, action_mask: Option
     hidden = captured.get("hidden")
     if hidden is None or output["logits"].shape[1] != 0:  # a model ignoring logits_to_keep / not using its decoder
         raise RuntimeError("chunked log-probs need a causal LM that honours logits_to_keep and calls get_decoder(); "
-                           "run with --gaca.logprob_chunk_size 0")
+                           "run with --run.logprob_chunk_size 0")
     log_probs, entropy = chunked_logprobs_entropy(
         hidden, rolled_sequences, head, temperature=getattr(self, "temperature", 1.0),
         chunk_size=self.logprob_chunk_size, with_entropy=return_entropy)

@@ -21,11 +21,12 @@ from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.utils.logging_utils import init_logger
 
-from gaca_openrlhf.advantages import AdvantageConfig, StepBatch, compute_advantages, list_estimators, summary_metrics
+from gaca_openrlhf.advantages import AdvantageConfig, StepBatch, compute_advantages, is_step_estimator, summary_metrics
 
 from .minibatch import balanced_sizes, token_budget_micro_batches
 from . import anchor_text
 from .entropy import ENTROPY_KEY, EntropyExperienceMixin
+from .run_shape import RunShape, data_parallel_size
 from .samples import META_KEYS
 
 logger = init_logger(__name__)
@@ -60,22 +61,29 @@ def gather_step_batch(experiences: List[Experience]):
 
 
 class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
-    """Routes the project's estimator names to :mod:`gaca_openrlhf.advantages`."""
+    """Routes the project's estimator names to :mod:`gaca_openrlhf.advantages`.
 
-    def __init__(self, *args, adv_config: Optional[AdvantageConfig] = None, dump_dir: Optional[str] = None, **kwargs):
+    ``run_shape``: the run's :class:`~.run_shape.RunShape` (handed over by the trainer); without one (a maker built
+    outside a run: benchmarks, tests) the DP size comes from the arguments through the same definition.
+    """
+
+    run_shape: Optional[RunShape] = None
+
+    def __init__(self, *args, adv_config: Optional[AdvantageConfig] = None, dump_dir: Optional[str] = None,
+                 run_shape: Optional[RunShape] = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.adv_config = adv_config or AdvantageConfig(estimator=self.advantage_estimator)
         self.dump_dir = dump_dir
+        self.run_shape = run_shape
         self.last_stats: dict = {}
         self.iteration = 0  # set by the trainer before each iteration (names the dumps)
 
     @property
     def uses_step_estimator(self) -> bool:
-        return self.advantage_estimator in list_estimators()
+        return is_step_estimator(self.advantage_estimator)
 
     def _dp_size(self) -> int:
-        a = self.args
-        return max(1, a.actor.num_nodes * a.actor.num_gpus_per_node // a.ds.ring_attn_size // a.ds.tensor_parallel_size)
+        return self.run_shape.dp_size if self.run_shape is not None else data_parallel_size(self.args)
 
     def split_rollout_samples(self, rollout_samples):
         """Step samples: DP rank r gets rows r, r + DP, r + 2 DP, ... (so the padding copies, appended last, are

@@ -5,7 +5,7 @@ verl-agent counts its PPO mini-batch in *step samples* (global, across ranks): a
 need every update to have the same number of samples, divisible by ``train.micro_batch_size x DP ranks``, and every
 rank the same number of samples. :func:`plan_minibatches` reconciles the two:
 
-- ``updates = ceil(N / mini_batch_steps)`` (or a fixed count with the deprecated ``--gaca.updates_per_iteration``);
+- ``updates = ceil(N / mini_batch_steps)`` (or a fixed count with the deprecated ``--run.updates_per_iteration``);
 - the N samples are padded with copies of random samples to ``padded``, the smallest multiple of
   ``updates x micro x DP`` that is >= N. The copies are *masked out* of the loss (zero action mask, see
   :mod:`.experience`): they add no gradient and are not counted in the loss normalization;

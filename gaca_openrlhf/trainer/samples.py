@@ -26,6 +26,8 @@ from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator, _coll
 from openrlhf.trainer.ray.vllm_engine import batch_vllm_engine_call
 from openrlhf.utils.logging_utils import init_logger
 
+from agents.registry import spec as env_spec
+
 from . import anchor_text
 
 from .minibatch import MiniBatchPlan
@@ -130,6 +132,20 @@ def episode_stats(episodes: List[dict]) -> dict:
     return stats
 
 
+def env_failure_hint(args) -> str:
+    """What of the run's environment (``args.env.name``) to check when most of its episodes fail: its spec's
+    ``failure_hint`` (its data, its server); "" when it has none."""
+    # building an error message must not fail: arguments without an env (stubbed trainers) or an environment this
+    # process cannot look up give no hint
+    name = getattr(getattr(args, "env", None), "name", None)
+    if not name:
+        return ""
+    try:
+        return env_spec(name).failure_hint or ""
+    except (KeyError, TypeError, ImportError):
+        return ""
+
+
 class StepSamplesGenerator(SamplesGenerator):
     """Runs the iteration's tasks (n episodes each) and returns all their steps as samples."""
 
@@ -216,15 +232,17 @@ class StepSamplesGenerator(SamplesGenerator):
         self._iterations_seen += 1
         self._failed_iters = self._failed_iters + 1 if failed_frac > self.max_failed_frac else 0
         if first and self._failed_iters:
+            hint = env_failure_hint(getattr(self, "args", None))
             raise EnvFailureError(
                 f"iteration 1: {int(stats['rollout/failed_episodes'])}/{n_episodes} episodes failed (more than "
                 f"{self.max_failed_frac:.0%}): the environment setup is likely broken, not the model. Check the "
-                "warnings above: ALFWorld data (ALFWORLD_DATA) or game generation, env workers that could not be "
-                "scheduled or crashed (Ray resources, --env.timeout_s), or the WebShop server (URL, health)"
+                f"warnings above: {f'{hint}, or ' if hint else ''}env workers that could not be scheduled or crashed "
+                "(Ray resources, --env.timeout_s)"
             )
         if self._failed_iters >= self.max_failed_iters:
+            hint = env_failure_hint(getattr(self, "args", None))
             raise EnvFailureError(
                 f"environment failures: more than {self.max_failed_frac:.0%} of the episodes failed in "
                 f"{self._failed_iters} consecutive iterations (last: {int(stats['rollout/failed_episodes'])}/"
-                f"{n_episodes}); check the environment workers / WebShop server (see the warnings above)"
+                f"{n_episodes}); check the environment workers{f' / {hint}' if hint else ''} (see the warnings above)"
             )

@@ -22,12 +22,7 @@ REMAINING = {
     # env-specific code not moved yet
     "gaca_openrlhf/bench/quickstart/config.py": "the quickstart's env-specific flags, kept by name (--webshop-data, "
                                                  "--webshop-products, --webshop-generated)",
-    "gaca_openrlhf/preflight.py": "the multi-node WebShop URL check (a spec hook to come)",
-    "gaca_openrlhf/rollout/config.py": "RolloutConfig's default env, the toy corridor (changing it changes behaviour)",
     # other engineers' files at the time of the refactor (packing work)
-    "gaca_openrlhf/cli/train_ppo.py": "--env.name default and help (the --env.* flags are to be generated from "
-                                      "RolloutConfig)",
-    "gaca_openrlhf/trainer/samples.py": "a failed-iteration hint naming the env's data and server",
     "gaca_openrlhf/models/tiny.py": "the tiny model's tokenizer corpus imitates both benchmarks' prompts",
     "gaca_openrlhf/bench/packing.py": "the packing benchmark's per-benchmark batch shapes",
 }

@@ -117,6 +117,32 @@ def test_webshop_url():
     assert "all 2 nodes must reach this same URL" in err
 
 
+def test_the_server_check_is_the_envs(monkeypatch):
+    """What the URL check names comes from the environment's spec (``EnvSpec.server_preflight``); ``--url`` alone
+    means the one registered environment with a server. Catches the spec not asked (a fixed env's words), an env
+    without a server accepted, or a guess among several."""
+    from agents import registry
+    from agents.base import EnvSpec, ServerPreflight
+
+    rep = run(["--env", "webshop", "--num-nodes", "2", "--url", "http://h:1"], health={"goals": 3})
+    assert rep.ok == ["WebShop: http://h:1/health answers (3 goals). Env workers on all 2 nodes must reach this same "
+                      "URL (WEBSHOP_ADVERTISE_HOST, firewall)."]
+    with pytest.raises(SystemExit, match="'alfworld' has no server"):
+        run(["--env", "alfworld", "--url", "http://h:1"])
+    other = EnvSpec(name="other", label="Other", make_env=None, prompt=None, server_preflight=ServerPreflight(
+        reach_hint="OTHER_HOST", describe=lambda health: f"version {health.get('v')}"))
+    spec, specs = registry.spec, registry.specs  # the registered ones, and "other" beside them
+    monkeypatch.setattr(registry, "spec", lambda name: other if name == "other" else spec(name))
+    monkeypatch.setattr(registry, "specs", lambda: specs() + [other])
+    rep = run(["--env", "other", "--num-nodes", "3", "--url", "http://o:2"], health={"v": 7})
+    assert rep.ok == ["Other: http://o:2/health answers (version 7). Env workers on all 3 nodes must reach this same "
+                      "URL (OTHER_HOST)."]
+    (err,) = run(["--env", "other", "--url", "http://o:2"], health=OSError("refused")).errors
+    assert err.startswith("Other: http://o:2/health does not answer from this node: OSError('refused').")
+    with pytest.raises(SystemExit, match=r"needs --env NAME.*\['webshop', 'other'\]"):
+        run(["--url", "http://o:2"])
+
+
 def test_main_exit_status_and_messages(capsys):
     def fakes(cpus):
         return dict(ray_query=lambda: None, this_machine_cpus=lambda: cpus, free_fn=lambda p: (p, 10 ** 15),

@@ -3,20 +3,20 @@ import pytest
 
 from gaca_openrlhf.cli.train_ppo import parse_args  # noqa: E402
 from gaca_openrlhf.rollout import AGENT_FUNC_PATH  # noqa: E402
-from gaca_openrlhf.trainer.ppo_trainer import advantage_config, updates_per_iteration  # noqa: E402
+from gaca_openrlhf.trainer.ppo_trainer import advantage_config  # noqa: E402
 
 BASE = ["--actor.model_name_or_path", "m", "--actor.num_gpus_per_node", "1", "--vllm.num_engines", "1",
         "--rollout.batch_size", "4", "--rollout.n_samples_per_prompt", "2", "--algo.kl.init_coef", "0"]
 
 
 def test_project_estimators_and_options():
-    args = parse_args(BASE + ["--algo.advantage.estimator", "gaca", "--gaca.alpha", "0.25", "--env.name", "toy",
+    args = parse_args(BASE + ["--algo.advantage.estimator", "gaca", "--gaca.alpha", "0.25", "--env.env", "toy",
                               "--train.batch_size", "4"])
     assert args.train.agent_func_path == AGENT_FUNC_PATH and args.reward.remote_url == ["agent"]
     cfg = advantage_config(args)
     assert cfg.estimator == "gaca" and cfg.alpha == 0.25 and cfg.lambda0 == 0.5
     assert args.critic.model_name_or_path is None  # OpenRLHF's validation ran
-    assert updates_per_iteration(args) == 2
+    assert args.run_shape.updates_per_iteration == 2  # 4 x 2 // train batch 4
 
 
 def test_openrlhf_estimators_still_accepted_and_validation_kept():
@@ -36,18 +36,18 @@ def test_step_estimator_needs_kl_loss():
 
 
 def _step(*extra):
-    return BASE + ["--algo.advantage.estimator", "gaca", "--env.name", "toy", *extra]
+    return BASE + ["--algo.advantage.estimator", "gaca", "--env.env", "toy", *extra]
 
 
 def test_mini_batch_steps_sets_the_deepspeed_batch():
     args = parse_args(_step("--actor.num_gpus_per_node", "4", "--train.micro_batch_size", "2",
-                            "--gaca.mini_batch_steps", "16"))
-    assert args.gaca.mini_batch_steps == 16 and args.train.batch_size == 16
+                            "--run.mini_batch_steps", "16"))
+    assert args.run.mini_batch_steps == 16 and args.train.batch_size == 16
     with pytest.raises(SystemExit, match="multiple of --train.micro_batch_size x DP ranks = 2 x 4"):
         parse_args(_step("--actor.num_gpus_per_node", "4", "--train.micro_batch_size", "2",
-                         "--gaca.mini_batch_steps", "12"))
+                         "--run.mini_batch_steps", "12"))
     with pytest.raises(SystemExit, match="not both"):
-        parse_args(_step("--gaca.mini_batch_steps", "4", "--gaca.updates_per_iteration", "2"))
+        parse_args(_step("--run.mini_batch_steps", "4", "--run.updates_per_iteration", "2"))
 
 
 def test_deprecated_update_count_checks_deepspeed_batch():
@@ -64,7 +64,7 @@ def test_step_estimators_reject_a_single_rollout_per_task():
 
 def test_step_estimators_need_vllm_engines():
     i = BASE.index("--vllm.num_engines")
-    argv = BASE[:i] + BASE[i + 2:] + ["--algo.advantage.estimator", "grpo", "--env.name", "toy"]
+    argv = BASE[:i] + BASE[i + 2:] + ["--algo.advantage.estimator", "grpo", "--env.env", "toy"]
     with pytest.raises(SystemExit, match="--vllm.num_engines"):
         parse_args(argv)
 
@@ -80,8 +80,8 @@ def test_openrlhf_launch_checks_restored():
 
 
 def test_sync_gap_limit_option():
-    assert parse_args(_step()).gaca.max_logprob_gap == pytest.approx(0.1)
-    assert parse_args(_step("--gaca.max_logprob_gap", "0")).gaca.max_logprob_gap == 0.0
+    assert parse_args(_step()).run.max_logprob_gap == pytest.approx(0.1)
+    assert parse_args(_step("--run.max_logprob_gap", "0")).run.max_logprob_gap == 0.0
 
 
 def test_param_dtype_auto_is_resolved_before_anything_reads_it(monkeypatch):
@@ -89,13 +89,13 @@ def test_param_dtype_auto_is_resolved_before_anything_reads_it(monkeypatch):
 
     monkeypatch.setattr(cpu, "fast_bf16", lambda: False)
     base = BASE + ["--algo.advantage.estimator", "gaca", "--train.batch_size", "4"]
-    assert parse_args(base + ["--gaca.backend", "cpu"]).ds.param_dtype == "fp32"  # the default is auto
-    assert parse_args(base + ["--gaca.backend", "cpu", "--ds.param_dtype", "bf16"]).ds.param_dtype == "bf16"
-    assert parse_args(base + ["--gaca.backend", "gpu"]).ds.param_dtype == "bf16"
+    assert parse_args(base + ["--run.backend", "cpu"]).ds.param_dtype == "fp32"  # the default is auto
+    assert parse_args(base + ["--run.backend", "cpu", "--ds.param_dtype", "bf16"]).ds.param_dtype == "bf16"
+    assert parse_args(base + ["--run.backend", "gpu"]).ds.param_dtype == "bf16"
     with pytest.raises(SystemExit, match="CPU backend"):
-        parse_args(base + ["--gaca.backend", "gpu", "--ds.param_dtype", "fp32"])
+        parse_args(base + ["--run.backend", "gpu", "--ds.param_dtype", "fp32"])
     monkeypatch.setattr(cpu, "fast_bf16", lambda: True)
-    assert parse_args(base + ["--gaca.backend", "cpu"]).ds.param_dtype == "bf16"
+    assert parse_args(base + ["--run.backend", "cpu"]).ds.param_dtype == "bf16"
 
 
 def test_packing_and_token_budget_accepted_with_step_samples():
@@ -103,14 +103,14 @@ def test_packing_and_token_budget_accepted_with_step_samples():
     from transformers.utils import is_flash_attn_2_available
 
     args = parse_args(_step("--ds.packing_samples", "--train.dynamic_batch_enable", "--train.max_tokens_per_gpu",
-                            "4096", "--gaca.mini_batch_steps", "4", "--gaca.logprob_chunk_size", "512"))
+                            "4096", "--run.mini_batch_steps", "4", "--run.logprob_chunk_size", "512"))
     assert args.ds.packing_samples and args.train.dynamic_batch_enable
-    assert args.rollout.max_tokens_per_gpu == 4096 and args.gaca.logprob_chunk_size == 512
+    assert args.rollout.max_tokens_per_gpu == 4096 and args.run.logprob_chunk_size == 512
     if not is_flash_attn_2_available():
         assert args.ds.attn_implementation == "sdpa"
-    args = parse_args(_step("--train.dynamic_batch_enable", "--gaca.mini_batch_steps", "4"))
+    args = parse_args(_step("--train.dynamic_batch_enable", "--run.mini_batch_steps", "4"))
     assert args.ds.packing_samples  # OpenRLHF's validation: dynamic batches pack
-    assert parse_args(_step("--train.batch_size", "4")).gaca.logprob_chunk_size == 0  # off by default
+    assert parse_args(_step("--train.batch_size", "4")).run.logprob_chunk_size == 0  # off by default
     with pytest.raises(SystemExit, match="ring_attn_size"):
         parse_args(_step("--ds.packing_samples", "--ds.ring_attn_size", "2", "--actor.num_gpus_per_node", "2",
-                         "--gaca.mini_batch_steps", "4"))
+                         "--run.mini_batch_steps", "4"))

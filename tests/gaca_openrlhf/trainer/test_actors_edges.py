@@ -10,6 +10,7 @@ import torch
 from gaca_openrlhf.trainer import actors
 from gaca_openrlhf.trainer.actors import EMPTY_TOKEN_WEIGHT, StepPolicyMixin, _guard_empty_micro_batches, \
     rotate_hf_checkpoints
+from gaca_openrlhf.trainer.minibatch import MiniBatchPlan, plan_minibatches
 
 
 class BaseActor:
@@ -73,7 +74,7 @@ def test_uneven_split_message():
     a.strategy = SimpleNamespace(accumulated_gradient=None)
     a.actor = SimpleNamespace(model=SimpleNamespace(train_micro_batch_size_per_gpu=lambda: 2, dp_world_size=2))
     with pytest.raises(ValueError, match=r"^10 samples cannot form 2 updates of micro batch 2 x 2 ranks$"):
-        a.set_iteration_batch(10, 2)
+        a.set_iteration_batch(MiniBatchPlan(num_samples=10, updates=2, padded=10, per_update=5, grad_accum=1))
 
 
 def test_guard_float_nan_and_untouched_cases():
@@ -143,5 +144,5 @@ def test_iteration_batch_sizes_are_integers():
     a = StepPolicyMixin()
     a.strategy = SimpleNamespace(accumulated_gradient=None)
     a.actor = SimpleNamespace(model=engine)
-    assert a.set_iteration_batch(24, 2) == 3
+    assert a.set_iteration_batch(plan_minibatches(24, micro=2, dp=2, mini_batch_steps=12)) == 3
     assert type(engine.train) is int and engine.train == 12 and type(a.strategy.accumulated_gradient) is int

@@ -1,5 +1,5 @@
-"""``trainer/launch.py``: the rollout config built from the CLI, the Ray start-up and ``train``'s wiring of the Ray
-actors, on the CPU, GPU and rehearsal paths.
+"""``trainer/launch.py`` and ``trainer/backends/``: the rollout config built from the CLI, the choice of backend, each
+backend's Ray start-up and ``train``'s wiring of the Ray actors, on the CPU, GPU and rehearsal backends.
 
 The CPU path runs for real in the slow end-to-end tests (tests/gaca_openrlhf/test_e2e*.py); these fast tests check
 what ``train`` hands to each piece. The pieces themselves cannot start here in a unit test: the GPU branch needs
@@ -17,10 +17,15 @@ import pytest
 import gaca_openrlhf.cpu.actors as cpu_actors
 import gaca_openrlhf.cpu.patches as cpu_patches
 import gaca_openrlhf.cpu.rehearsal as rehearsal
+import gaca_openrlhf.trainer.backends.base as backend_base
+import gaca_openrlhf.trainer.backends.gpu as gpu_backend
 import gaca_openrlhf.trainer.cpu_actors as trainer_cpu_actors
 import gaca_openrlhf.trainer.launch as launch
-import openrlhf.trainer.ray as openrlhf_ray
 from gaca_openrlhf.cli.train_ppo import parse_args
+from gaca_openrlhf.trainer import backends
+from gaca_openrlhf.trainer.backends.cpu import CPUBackend
+from gaca_openrlhf.trainer.backends.gpu import GPUBackend
+from gaca_openrlhf.trainer.backends.rehearsal import RehearsalBackend
 from gaca_openrlhf.cpu import SETUP_HOOK
 from gaca_openrlhf.rollout.config import ENV_VAR
 
@@ -174,17 +179,18 @@ def rig(monkeypatch):
         return make
 
     r.engines = engines
-    monkeypatch.setattr(launch, "ray", r.ray)
-    monkeypatch.setattr(launch, "placement_group", lambda bundles, strategy: FakePG(log, bundles, strategy))
+    for module in (launch, backend_base, gpu_backend):
+        monkeypatch.setattr(module, "ray", r.ray)
+    monkeypatch.setattr(gpu_backend, "placement_group", lambda bundles, strategy: FakePG(log, bundles, strategy))
     monkeypatch.setattr(launch, "get_strategy", lambda args: types.SimpleNamespace(
         print=lambda a: log.append(("strategy.print", (a,), {})), tag="strategy", args=args))
-    monkeypatch.setattr(launch, "RayActorGroup", group_cls("RayActorGroup"))
+    monkeypatch.setattr(gpu_backend, "RayActorGroup", group_cls("RayActorGroup"))
     monkeypatch.setattr(launch, "ReferenceModelActor", "Ref")
     monkeypatch.setattr(launch, "RewardModelActor", "Reward")
     monkeypatch.setattr(launch, "CriticModelActor", "Critic")
-    monkeypatch.setattr(launch, "GacaPolicyModelActor", "Policy")
+    monkeypatch.setattr(gpu_backend, "GacaPolicyModelActor", "Policy")
     monkeypatch.setattr(launch, "GacaPPOTrainerActor", FakeTrainerActor(log, r.trainer))
-    monkeypatch.setattr(openrlhf_ray, "create_vllm_engines", engine_factory("create_vllm_engines"))
+    monkeypatch.setattr(gpu_backend, "create_vllm_engines", engine_factory("create_vllm_engines"))
     monkeypatch.setattr(cpu_actors, "create_cpu_vllm_engines", engine_factory("create_cpu_vllm_engines"))
     monkeypatch.setattr(cpu_actors, "CPURayActorGroup", group_cls("CPURayActorGroup"))
     monkeypatch.setattr(trainer_cpu_actors, "CPUPolicyModelActor", "CPUPolicy")
@@ -194,7 +200,8 @@ def rig(monkeypatch):
     monkeypatch.setattr(rehearsal, "create_vllm_engines", engine_factory("rehearsal.create_vllm_engines"))
     monkeypatch.setattr(trainer_cpu_actors, "RehearsalPolicyModelActor", "RehearsalPolicy")
     monkeypatch.setattr(rehearsal, "write_report", Rec(log, "rehearsal.write_report"))
-    for var in ("TOKENIZERS_PARALLELISM", "NCCL_DEBUG", "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS", "GACA_BACKEND"):
+    for var in ("TOKENIZERS_PARALLELISM", "NCCL_DEBUG", "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS", "GACA_BACKEND",
+                "GACA_REHEARSAL_DTYPE"):
         monkeypatch.delenv(var, raising=False)
     return r
 
@@ -207,7 +214,37 @@ def names(log):
     return [n for n, _, _ in log]
 
 
-# ------------------------------------------------------------------------------------------------- _init_ray
+# ------------------------------------------------------------------------------------------- backend choice
+
+
+@pytest.mark.parametrize("requested, env, expected", [
+    ("gpu", None, GPUBackend), ("cpu", None, CPUBackend), ("rehearsal", None, RehearsalBackend),
+    ("auto", "cpu", CPUBackend), ("auto", "rehearsal", RehearsalBackend), ("auto", "gpu", GPUBackend)])
+def test_each_backend_is_chosen_by_its_name(monkeypatch, requested, env, expected):
+    """Catches: a backend chosen for another's name (the rehearsal, a GPU backend underneath, for ``cpu`` or
+    ``gpu``; the GPU one for ``rehearsal``), or ``auto`` not reading GACA_BACKEND. The exact class, not isinstance:
+    the rehearsal backend is a GPU backend."""
+    monkeypatch.delenv("GACA_BACKEND", raising=False)
+    if env:
+        monkeypatch.setenv("GACA_BACKEND", env)
+    a = _args("--gaca.backend", requested)
+    chosen = backends.choose(a)
+    assert type(chosen) is expected and chosen.args is a and chosen.name == {
+        GPUBackend: "gpu", CPUBackend: "cpu", RehearsalBackend: "rehearsal"}[expected]
+
+
+def test_backend_interface():
+    """Catches: an operation ``train`` needs left optional (a backend that forgets it must fail to build), or a
+    backend's trainer CPUs / duplicated ranks changed."""
+    assert backends.Backend.__abstractmethods__ == {"vllm_engines", "policy_actor", "actor_group"}
+    a = _args()
+    a.ds.ring_attn_size, a.ds.tensor_parallel_size = 2, 3
+    assert [(cls(a).trainer_cpus, cls(a).duplicate_actors) for cls in (GPUBackend, CPUBackend, RehearsalBackend)] \
+        == [(1, 6), (0, 6), (1, 6)]
+    assert CPUBackend(a).placement_group(4) is None  # no placement groups on CPU
+
+
+# ------------------------------------------------------------------------------------------------- Ray start
 
 
 def test_init_ray_env_vars_gpu(rig, monkeypatch):
@@ -215,7 +252,7 @@ def test_init_ray_env_vars_gpu(rig, monkeypatch):
     tensors), the rollout config not shipped to the workers, the dashboard switched on, or the CPU runtime env
     (CUDA shims) used on GPU."""
     a = _args("--env.history_k", "4")
-    launch._init_ray(a, cpu=False)
+    GPUBackend(a).init_ray(launch.worker_env_vars(a))
     ((_, kw),) = calls(rig.log, "ray.init")
     assert kw["include_dashboard"] is False
     env = kw["runtime_env"]["env_vars"]
@@ -231,8 +268,10 @@ def test_init_ray_keeps_the_callers_env_and_cpu_runtime_env(rig, monkeypatch):
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
     monkeypatch.setenv("NCCL_DEBUG", "INFO")
     monkeypatch.setenv("RAY_ENABLE_ZERO_COPY_TORCH_TENSORS", "0")
-    launch._init_ray(_args(), cpu=True)
+    a = _args()
+    CPUBackend(a).init_ray(launch.worker_env_vars(a))
     ((_, kw),) = calls(rig.log, "ray.init")
+    assert kw["include_dashboard"] is False
     rt = kw["runtime_env"]
     assert rt["worker_process_setup_hook"] == SETUP_HOOK and rt["env_vars"]["DS_ACCELERATOR"] == "cpu"
     assert (rt["env_vars"]["TOKENIZERS_PARALLELISM"], rt["env_vars"]["NCCL_DEBUG"],
@@ -240,20 +279,30 @@ def test_init_ray_keeps_the_callers_env_and_cpu_runtime_env(rig, monkeypatch):
     assert ENV_VAR in rt["env_vars"]
 
 
-def test_init_ray_rehearsal_and_already_running(rig):
+def test_init_ray_rehearsal(rig, monkeypatch):
     """Catches: the rehearsal's Ray start (logical GPUs) skipped or given the GPU runtime env, ray.init called as
-    well in a rehearsal, or a second ray.init when Ray is already up."""
+    well in a rehearsal, the engines' dtype not the training one, or a GACA_REHEARSAL_DTYPE of the caller ignored."""
     a = _args()
-    launch._init_ray(a, cpu=False, rehearsal=True)
+    RehearsalBackend(a).init_ray(launch.worker_env_vars(a))
     ((args, kw),) = calls(rig.log, "rehearsal.init_ray")
     assert args[0] is a and args[1]["worker_process_setup_hook"] == SETUP_HOOK and ENV_VAR in args[1]["env_vars"]
     # the engines sample in the training dtype (OpenRLHF's create_vllm_engines passes bfloat16 whatever it is)
     assert args[1]["env_vars"]["GACA_REHEARSAL_DTYPE"] == {"bf16": "bfloat16", "fp32": "float32"}[a.ds.param_dtype]
     assert not calls(rig.log, "ray.init")
+    monkeypatch.setenv("GACA_REHEARSAL_DTYPE", "float16")
+    RehearsalBackend(a).init_ray(launch.worker_env_vars(a))
+    assert calls(rig.log, "rehearsal.init_ray")[1][0][1]["env_vars"]["GACA_REHEARSAL_DTYPE"] == "float16"
+
+
+@pytest.mark.parametrize("backend", ["gpu", "cpu", "rehearsal"])
+def test_train_leaves_a_running_ray_alone(rig, backend):
+    """Catches: a second ray.init (or the rehearsal's Ray start) when Ray is already up."""
     rig.ray.initialized = True
-    launch._init_ray(a, cpu=True)
-    launch._init_ray(a, cpu=False, rehearsal=True)
-    assert not calls(rig.log, "ray.init") and len(calls(rig.log, "rehearsal.init_ray")) == 1
+    a = _args()
+    a.gaca.backend = backend  # set after parsing, as in _gpu: the parser checks the dtype against the machine
+    launch.train(a)
+    assert not calls(rig.log, "ray.init") and not calls(rig.log, "rehearsal.init_ray")
+    assert "fit" in names(rig.log)
 
 
 # ----------------------------------------------------------------------------------------------------- train
@@ -433,6 +482,18 @@ def test_train_cpu_ref_model_with_kl(rig):
     assert [g[0][2] for g in groups] == ["CPUPolicy", "Ref"]
     assert groups[1][1] == {"group": "CPURayActorGroup", "duplicate_actors": 1}
     assert groups[1][0][:2] == (a.ref.num_nodes, a.ref.num_gpus_per_node)
+
+
+def test_train_cpu_ignores_colocation(rig):
+    """Catches: a placement group made on the CPU backend (its actors are scheduled by CPUs alone) when the GPU
+    colocation flags are given, or the engines / groups handed one."""
+    a = _args("--gaca.backend", "cpu", "--train.colocate_all", "--train.colocate_critic_reward")
+    a.critic.model_name_or_path, a.reward.remote_url = "/models/c", None
+    launch.train(a)
+    assert not calls(rig.log, "placement_group") and calls(rig.log, "create_cpu_vllm_engines")
+    assert [g[0][2] for g in calls(rig.log, "group")] == ["CPUPolicy", "Critic", "Reward"]
+    assert all("pg" not in g[1] for g in calls(rig.log, "group"))
+    assert not calls(rig.log, "rehearsal.write_report")
 
 
 def test_train_rehearsal_wiring_and_report(rig, capsys):

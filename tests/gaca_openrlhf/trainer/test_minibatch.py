@@ -68,11 +68,11 @@ def _policy(micro, dp, scheduler=None):
 def test_accumulation_uses_data_parallel_size():
     """2 ranks, 2 updates of 8 samples with micro batch 2: 8 / (2 x 2) = 2 micro-batches per rank per update."""
     actor = _policy(micro=2, dp=2)
-    assert actor.set_iteration_batch(num_samples=16, updates=2) == 2
+    assert actor.set_iteration_batch(plan_minibatches(16, micro=2, dp=2, mini_batch_steps=8)) == 2
     assert actor.strategy.accumulated_gradient == 2 and actor.actor.model.train_batch == 8
     assert actor.actor.model.micro_steps == 0
     with pytest.raises(ValueError, match="cannot form"):
-        actor.set_iteration_batch(num_samples=12, updates=2)  # 6 per update: not a multiple of 2 x 2
+        actor.set_iteration_batch(plan_minibatches(12, micro=1, dp=2, updates_per_iteration=2))  # 6: not 2 x 2
 
 
 def _cosine(lr=1.0, steps=4):
@@ -87,18 +87,18 @@ def test_lr_is_positioned_per_iteration():
     opt, sched = _cosine()
     actor = _policy(micro=1, dp=1, scheduler=sched)
     for it in (0, 1, 2, 3, 1):  # including a jump back (resume at an earlier iteration)
-        actor.set_iteration_batch(num_samples=4, updates=2, iteration=it)
+        actor.set_iteration_batch(plan_minibatches(4, micro=1, dp=1, mini_batch_steps=2), iteration=it)
         want = 0.5 * (1 + math.cos(math.pi * it / 4))
         assert opt.param_groups[0]["lr"] == pytest.approx(want) and sched.get_last_lr()[0] == pytest.approx(want)
 
 
 def test_lr_schedule_length_in_iterations():
     args = SimpleNamespace(rollout=SimpleNamespace(batch_size=16), train=SimpleNamespace(num_episodes=2),
-                           gaca=SimpleNamespace(max_iterations=0))
+                           run=SimpleNamespace(max_iterations=0))
     assert lr_schedule_iterations(args, 3553) == 2 * 223  # ceil(3553 / 16) per episode
-    args.gaca.max_iterations = 150
+    args.run.max_iterations = 150
     assert lr_schedule_iterations(args, 3553) == 150  # the schedule ends where the run stops
-    args.gaca.max_iterations = 1000
+    args.run.max_iterations = 1000
     assert lr_schedule_iterations(args, 3553) == 446
 
 

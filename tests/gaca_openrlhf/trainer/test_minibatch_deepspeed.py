@@ -67,7 +67,7 @@ def _more_steps(n, offset):
 #: extra options of the packed variant: packed micro-batches (sdpa, block-diagonal), token-budget micro-batches of
 #: at most 24 tokens (1-3 samples each) and log-probs in chunks of 4 tokens
 PACKED = ["--ds.packing_samples", "--train.dynamic_batch_enable", "--train.max_tokens_per_gpu", "24",
-          "--rollout.max_tokens_per_gpu", "24", "--gaca.logprob_chunk_size", "4"]
+          "--rollout.max_tokens_per_gpu", "24", "--run.logprob_chunk_size", "4"]
 
 
 def worker(rank: int, port: int, out: str, variant: str = "padded") -> None:
@@ -81,7 +81,6 @@ def worker(rank: int, port: int, out: str, variant: str = "padded") -> None:
     from gaca_openrlhf.models.tiny import ensure_tiny_model
     from gaca_openrlhf.trainer.actors import GacaPolicyModelActor
     from gaca_openrlhf.trainer.experience import StepExperienceMaker
-    from gaca_openrlhf.trainer.minibatch import plan_minibatches
     from gaca_openrlhf.trainer.ppo_trainer import advantage_config
     from gaca_openrlhf.trainer.samples import pad_to_multiple
     from openrlhf.utils import get_strategy
@@ -91,7 +90,7 @@ def worker(rank: int, port: int, out: str, variant: str = "padded") -> None:
         "--actor.model_name_or_path", model, "--actor.num_gpus_per_node", "2", "--vllm.num_engines", "1",
         "--rollout.batch_size", "2", "--rollout.n_samples_per_prompt", "2", "--rollout.micro_batch_size", "2",
         "--algo.kl.init_coef", "0", "--algo.advantage.estimator", "grpo", "--gaca.mode", "mean_norm",
-        "--env.name", "toy", "--train.micro_batch_size", "1", "--gaca.mini_batch_steps", "8", "--ds.zero_stage", "2",
+        "--env.env", "toy", "--train.micro_batch_size", "1", "--run.mini_batch_steps", "8", "--ds.zero_stage", "2",
         "--ds.attn_implementation", "sdpa", "--actor.adam.lr", str(LR), "--actor.adam.eps", str(EPS),
         "--actor.adam.betas", "0.9", "0.999", "--actor.lr_scheduler", "cosine", "--actor.lr_warmup_ratio", "0",
         "--actor.max_norm", "1e9", "--ckpt.path", os.path.join(out, "ckpt"), "--ckpt.output_dir", out,
@@ -106,14 +105,14 @@ def worker(rank: int, port: int, out: str, variant: str = "padded") -> None:
     params = [p for _, p in actor.actor.model.module.named_parameters()]
 
     def iteration(samples, index):
-        plan = plan_minibatches(len(samples), micro=1, dp=2, mini_batch_steps=8)
+        plan = args.run_shape.plan(len(samples))  # micro 1 x 2 ranks, mini-batches of 8
         samples = pad_to_multiple(samples, plan.padded, seed=index)
         micro = maker.compute_advantages_and_returns(maker.split_rollout_samples(samples))
         mine = micro[rank * len(micro) // 2 : (rank + 1) * len(micro) // 2]  # async_run_method_batch's chunk
         for exp in mine:
             exp.action_log_probs = actor.forward(exp.sequences, exp.action_mask, exp.attention_mask)
             actor.append(exp)
-        actor.set_iteration_batch(plan.padded, plan.updates, iteration=index)
+        actor.set_iteration_batch(plan, iteration=index)
         status = actor.fit(kl_ctl=0)
         return plan, status, actor.actor_optim.param_groups[0]["lr"]
 

@@ -46,7 +46,7 @@ def test_missing_base_timings_are_zero(tmp_path):
 
 
 def test_episodes_repeat_the_data_and_max_iterations_stops_across_episodes(tmp_path):
-    """Catches: --train.num_episodes not looping over the data again, or --gaca.max_iterations not stopping in a
+    """Catches: --train.num_episodes not looping over the data again, or --run.max_iterations not stopping in a
     later episode (the ``stop`` flag not ending the outer loop)."""
     loop = Loop(tmp_path / "a")
     loop.args.train.num_episodes = 2

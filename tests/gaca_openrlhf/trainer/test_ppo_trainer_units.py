@@ -16,6 +16,7 @@ import torch
 import gaca_openrlhf.trainer.ppo_trainer as pt
 from gaca_openrlhf.trainer.minibatch import plan_minibatches
 from gaca_openrlhf.trainer.ppo_trainer import GacaPPOTrainer
+from gaca_openrlhf.trainer.run_shape import RunShape
 
 BASE = GacaPPOTrainer.__mro__[1]  # OpenRLHF's PPOTrainer actor class
 
@@ -54,9 +55,9 @@ def bare(**attrs):
 
 def test_init_wires_the_step_pieces(monkeypatch, tmp_path):
     """Catches: an argument of the samples generator or experience maker dropped or swapped (dataloaders,
-    tokenizer, engines, planner, failure limits, KL controller, groups, dump dir), the estimator config not built
-    for a step estimator (or built for OpenRLHF's), the LR-schedule length not from the prompt count, or the metrics
-    folder not --gaca.metrics_dir (else the output dir)."""
+    tokenizer, engines, planner, failure limits, KL controller, groups, dump dir, the run's shape), the estimator
+    config not built for a step estimator (or built for OpenRLHF's), the LR-schedule length not from the prompt
+    count, or the metrics folder not --run.metrics_dir (else the output dir)."""
     made = {}
 
     def base_init(self, pretrain, strategy, actor, critic, reward, ref, engines, **kw):
@@ -70,8 +71,8 @@ def test_init_wires_the_step_pieces(monkeypatch, tmp_path):
     monkeypatch.setattr(pt, "StepExperienceMaker", lambda *a, **kw: made.setdefault("maker", (a, kw)))
     monkeypatch.setattr(pt, "MetricsWriter", lambda path: made.setdefault("metrics", path))
     args = ns(
-        gaca=ns(mini_batch_steps=8, updates_per_iteration=0, dump_dir="/dump", metrics_dir=None, max_iterations=0,
-                alpha=0.3),
+        gaca=ns(alpha=0.3), run=ns(dump_dir="/dump", metrics_dir=None, max_iterations=0),
+        run_shape=RunShape(dp_size=2, step_estimator=True, micro_batch_size=2, mini_batch_steps=8),
         algo=ns(advantage=ns(estimator="gaca")),
         train=ns(micro_batch_size=2, batch_size=8, num_episodes=2, seed=7),
         actor=ns(num_nodes=1, num_gpus_per_node=2), ds=ns(ring_attn_size=1, tensor_parallel_size=1),
@@ -94,10 +95,12 @@ def test_init_wires_the_step_pieces(monkeypatch, tmp_path):
     a, kw = made["maker"]
     assert a == ("actor", "critic", "reward", "ref", "klctl", strat, "tok")
     assert kw["adv_config"].estimator == "gaca" and kw["adv_config"].alpha == 0.3 and kw["dump_dir"] == "/dump"
+    assert kw["run_shape"] is args.run_shape and t.shape is args.run_shape  # the CLI's shape, not a new one
     assert t.max_steps == 6  # ceil(10 prompts / 4) x 2 episodes
     assert made["metrics"] == str(tmp_path / "out") and t._probe is None and t._last_gap == {}
     made.clear()
-    args.gaca.metrics_dir, args.algo.advantage.estimator = "/metrics", "group_norm"
+    args.run.metrics_dir, args.algo.advantage.estimator = "/metrics", "group_norm"
+    args.run_shape = RunShape(dp_size=2, step_estimator=False, micro_batch_size=2, mini_batch_steps=8)
     GacaPPOTrainer("/m", strat, "actor", "critic", "reward", "ref", ["e"])
     assert made["metrics"] == "/metrics" and made["maker"][1]["adv_config"] is None
 
@@ -115,20 +118,19 @@ def _stepper(monkeypatch, plan, n_probe=2):
     seen = {}
 
     def base_train_step(self, samples, global_step):
-        seen["base"] = (list(samples), global_step, self.experience_maker.iteration, self._probe, self._iter_plan,
-                        self._iter_num_samples)
+        seen["base"] = (list(samples), global_step, self.experience_maker.iteration, self._probe, self._iter_plan)
         return {"policy_loss": 0.5, "shared": "base"}, global_step + 1
 
     monkeypatch.setattr(BASE, "train_step", base_train_step)
     planner = lambda n: plan_minibatches(n, micro=1, dp=1, mini_batch_steps=1)  # noqa: E731
-    t = bare(plan_fn=planner, args=ns(gaca=ns(gap_probe_samples=n_probe)),
+    t = bare(plan_fn=planner, args=ns(run=ns(gap_probe_samples=n_probe)),
              samples_generator=ns(last_plan=plan, last_stats={"rollout/episodes": 3.0, "shared": "gen"}),
              experience_maker=ns(iteration=0, last_stats={"adv/mean": 0.1}), _last_gap={"sync/logprob_gap": 0.02})
     return t, seen
 
 
 def test_train_step_status_and_probe_prompts(monkeypatch):
-    """Catches: the probe prompts not the first --gaca.gap_probe_samples samples' prompt tokens (response cut off),
+    """Catches: the probe prompts not the first --run.gap_probe_samples samples' prompt tokens (response cut off),
     the dump iteration not global_step + 1, the generator's/maker's/gap stats or the plan's update counts missing
     from the status, or the status/step of the base not returned."""
     samples = [Sample([1, 2, 3], [9, 9]), Sample([4, 5], [8]), Sample([6], [7, 7, 7])]
@@ -137,8 +139,8 @@ def test_train_step_status_and_probe_prompts(monkeypatch):
     t, seen = _stepper(monkeypatch, plan)
     status, step = t.train_step(samples, 4)
     assert step == 5
-    base_samples, gs, iteration, probe, iter_plan, n = seen["base"]
-    assert base_samples == samples and gs == 4 and iteration == 5 and n == 3
+    base_samples, gs, iteration, probe, iter_plan = seen["base"]
+    assert base_samples == samples and gs == 4 and iteration == 5
     assert probe == [[1, 2, 3], [4, 5]]
     assert iter_plan.padded == 3 and iter_plan.updates == 3  # replanned for the 3 samples it got
     assert status == {"policy_loss": 0.5, "shared": "gen", "rollout/episodes": 3.0, "adv/mean": 0.1,
@@ -167,15 +169,15 @@ def test_train_step_uses_the_generators_plan_and_rejects_unpadded_batches(monkey
 
 
 def test_ppo_train_sets_the_iteration_batch_first(monkeypatch, fake_ray):
-    """Catches: the policy ranks not told the iteration's sample count, update count or iteration (LR position)
+    """Catches: the policy ranks not given the iteration's plan (sample and update counts) or iteration (LR position)
     before the base update runs, the call not awaited, or the base's result not returned."""
     order = []
     monkeypatch.setattr(BASE, "ppo_train", lambda self, gs: order.append(("base", gs)) or {"status": gs})
     group = ns(async_run_method=lambda **kw: order.append(("set", kw)) or "ref")
-    t = bare(actor_model_group=group, _iter_num_samples=12, _iter_plan=ns(updates=3))
+    plan = plan_minibatches(12, micro=1, dp=1, mini_batch_steps=4)
+    t = bare(actor_model_group=group, _iter_plan=plan)
     assert t.ppo_train(7) == {"status": 7}
-    assert order == [("set", {"method_name": "set_iteration_batch", "num_samples": 12, "updates": 3,
-                              "iteration": 7}), ("base", 7)]
+    assert order == [("set", {"method_name": "set_iteration_batch", "plan": plan, "iteration": 7}), ("base", 7)]
     assert fake_ray.gets == ["ref"]
 
 
@@ -311,47 +313,8 @@ def test_pad_probe_repeats_items_in_order():
 # ------------------------------------------------------------------------------------------ module helpers
 
 
-def _run_args(**gaca):
-    return ns(gaca=ns(**gaca), rollout=ns(batch_size=4, n_samples_per_prompt=2), train=ns(batch_size=3,
-              micro_batch_size=1, num_episodes=1), actor=ns(num_nodes=2, num_gpus_per_node=4),
-              ds=ns(ring_attn_size=2, tensor_parallel_size=2))
-
-
-def test_updates_per_iteration_flag_and_fallback():
-    """Catches: the deprecated flag ignored (``or`` -> ``and``, its name misspelt, only values > 1 used), the
-    fallback not floor(trajectories / train batch) (true division) or not at least 1, or a missing/None flag not
-    treated as unset."""
-    assert pt.updates_per_iteration(_run_args(updates_per_iteration=5)) == 5
-    assert pt.updates_per_iteration(_run_args(updates_per_iteration=1)) == 1
-    assert pt.updates_per_iteration(_run_args(updates_per_iteration=0)) == 2  # 4 x 2 // 3
-    assert pt.updates_per_iteration(_run_args(updates_per_iteration=None)) == 2
-    assert pt.updates_per_iteration(_run_args()) == 2  # no such flag at all (an older args namespace)
-    a = _run_args()
-    a.train.batch_size = 16
-    assert pt.updates_per_iteration(a) == 1  # 8 // 16 = 0 -> at least one update
-
-
-def test_data_parallel_size_and_minibatch_planner():
-    """Catches: DP ranks not GPUs / (ring attention x TP) (at least 1), or the planner given the wrong micro batch,
-    DP size, mini-batch size, or the deprecated update count used alongside --gaca.mini_batch_steps."""
-    a = _run_args(mini_batch_steps=8, updates_per_iteration=0)
-    assert pt.data_parallel_size(a) == 2  # 2 x 4 GPUs / (2 x 2)
-    a.ds.tensor_parallel_size = 8
-    assert pt.data_parallel_size(a) == 1  # never 0
-    odd = _run_args()
-    odd.actor.num_nodes, odd.actor.num_gpus_per_node, odd.ds.ring_attn_size, odd.ds.tensor_parallel_size = 1, 5, 2, 1
-    assert pt.data_parallel_size(odd) == 2 and type(pt.data_parallel_size(odd)) is int  # floor division, an int
-    a.ds.tensor_parallel_size = 2
-    a.train.micro_batch_size = 2
-    plan = pt.minibatch_planner(a)(10)
-    assert (plan.updates, plan.padded, plan.grad_accum) == (2, 16, 2)  # mini 8 = 2 micro x 2 ranks x 2
-    a = _run_args(mini_batch_steps=0, updates_per_iteration=3)
-    plan = pt.minibatch_planner(a)(10)
-    assert (plan.updates, plan.padded) == (3, 12)  # 3 updates of 2 ranks x 1 micro x 2
-    a = _run_args(mini_batch_steps=4, updates_per_iteration=3)  # the flag is ignored with mini-batches
-    assert pt.minibatch_planner(a)(8).updates == 2
-    a = _run_args()  # neither flag: OpenRLHF's count, 4 x 2 // 3 = 2
-    assert pt.minibatch_planner(a)(8).updates == 2
+def _run_args(**run):
+    return ns(run=ns(**run), rollout=ns(batch_size=4), train=ns(num_episodes=1))
 
 
 def test_lr_schedule_at_least_one_iteration():
@@ -390,7 +353,7 @@ def test_check_sync_gap_boundary_and_messages():
     with pytest.raises(pt.WeightSyncError) as e:
         pt.check_sync_gap({"sync/logprob_gap": 0.25}, 0.1)
     assert str(e.value) == (
-        "sync/logprob_gap 0.25 > --gaca.max_logprob_gap 0.1 right after the weight sync: vLLM is not generating "
+        "sync/logprob_gap 0.25 > --run.max_logprob_gap 0.1 right after the weight sync: vLLM is not generating "
         "with the trainer's weights, so the rollouts are off-policy garbage. Likely cause: a broken weight sync "
         "(NCCL/CUDA-IPC group or --vllm.sync_backend, parameter names not matching vLLM's, tied embeddings not "
         "refreshed on vLLM-CPU, vLLM woken without its weights under --vllm.enable_sleep), or vLLM and the trainer "

@@ -284,13 +284,33 @@ def test_exactly_the_threshold_is_not_a_failure():
     assert gen._failed_iters == 0
 
 
-def test_first_iteration_message_says_what_to_check():
+FIRST = "iteration 1: 3/4 episodes failed (more than 50%): the environment setup is likely broken, not the model. "
+
+
+@pytest.mark.parametrize("env, hint", [
+    (None, ""), ("toy", ""), ("no-such-env", ""),
+    ("alfworld", "ALFWorld data (ALFWORLD_DATA) or game generation, or "),
+    ("webshop", "the WebShop server (URL, health), or ")])
+def test_first_iteration_message_says_what_to_check(env, hint):
+    """The run's environment's own hint (``EnvSpec.failure_hint``) before the generic causes; none for an env
+    without one, an unregistered one or arguments without an env. Catches another env's hint, or the hint lost."""
+    gen = _checker()
+    if env:
+        gen.args.env = SimpleNamespace(name=env)
     with pytest.raises(EnvFailureError) as err:
-        _checker()._check_failures({"rollout/failed_episodes": 3.0}, 4)
-    assert str(err.value) == (
-        "iteration 1: 3/4 episodes failed (more than 50%): the environment setup is likely broken, not the model. "
-        "Check the warnings above: ALFWorld data (ALFWORLD_DATA) or game generation, env workers that could not be "
-        "scheduled or crashed (Ray resources, --env.timeout_s), or the WebShop server (URL, health)")
+        gen._check_failures({"rollout/failed_episodes": 3.0}, 4)
+    assert str(err.value) == FIRST + f"Check the warnings above: {hint}env workers that could not be scheduled or " \
+                                     "crashed (Ray resources, --env.timeout_s)"
+
+
+def test_consecutive_failures_message_names_the_envs_hint():
+    gen = _checker(max_failed_iters=1)
+    gen._iterations_seen = 1
+    gen.args.env = SimpleNamespace(name="webshop")
+    with pytest.raises(EnvFailureError) as err:
+        gen._check_failures({"rollout/failed_episodes": 3.0}, 4)
+    assert str(err.value).endswith("in 1 consecutive iterations (last: 3/4); check the environment workers / the "
+                                   "WebShop server (URL, health) (see the warnings above)")
 
 
 def test_run_episodes_dispatches_to_the_engines_and_waits(monkeypatch):

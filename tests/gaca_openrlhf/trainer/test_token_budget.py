@@ -5,7 +5,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gaca_openrlhf.trainer.minibatch import min_token_budget_parts, token_budget_micro_batches, token_budget_partition
+from gaca_openrlhf.trainer.minibatch import (MiniBatchPlan, min_token_budget_parts, plan_minibatches,
+                                             token_budget_micro_batches, token_budget_partition)
 
 
 def test_partition_holds_every_index_once_and_is_balanced():
@@ -105,9 +106,9 @@ def test_policy_actor_dynamic_mode_plans_the_update_windows():
         train=SimpleNamespace(dynamic_batch_enable=True, seed=3, max_tokens_per_gpu=500)))
     items = [_item(100 + 40 * i, 5) for i in range(6)]
     a.trainer = SimpleNamespace(training_step=lambda *x: {}, replay_buffer=SimpleNamespace(items=items))
-    assert a.set_iteration_batch(6, 2, iteration=None) == 1
+    assert a.set_iteration_batch(plan_minibatches(6, micro=1, dp=1, mini_batch_steps=3), iteration=None) == 1
     with pytest.raises(ValueError):
-        a.set_iteration_batch(7, 2)
+        a.set_iteration_batch(MiniBatchPlan(num_samples=7, updates=2, padded=7, per_update=3, grad_accum=3))
     a.fit(0.0)
     buffer = a.trainer.replay_buffer
     assert sum(buffer.dynamic_optimizer_step) == 2 and buffer.sample_batch_size == 1

@@ -20,7 +20,7 @@ TASKS = {f"task-{i}": [1, 2] for i in range(6)}
 class Loop(GacaPPOTrainer):
     def __init__(self, tmp_path, max_iterations=0, checkpoint=None, status=None, script=TASKS):
         self.args = SimpleNamespace(train=SimpleNamespace(num_episodes=1),
-                                    gaca=SimpleNamespace(max_iterations=max_iterations, max_logprob_gap=0.1))
+                                    run=SimpleNamespace(max_iterations=max_iterations, max_logprob_gap=0.1))
         self.samples_generator = ScriptedGenerator(script, n_prompts=len(script), batch_size=2)
         self.prompts_dataloader = self.samples_generator.prompts_dataloader
         self.generate_kwargs, self.wandb_logger, self.tensorboard_logger = {}, None, None
@@ -110,7 +110,7 @@ def test_sync_gap_check():
     check_sync_gap({"sync/logprob_gap": 0.05}, 0.1)
     check_sync_gap({}, 0.1)  # probe off
     check_sync_gap({"sync/logprob_gap": 3.0}, 0.0)  # check off
-    with pytest.raises(WeightSyncError, match="0.2 > --gaca.max_logprob_gap 0.1"):
+    with pytest.raises(WeightSyncError, match="0.2 > --run.max_logprob_gap 0.1"):
         check_sync_gap({"sync/logprob_gap": 0.2}, 0.1)
     with pytest.raises(WeightSyncError, match="NaN weights reached vLLM"):
         check_sync_gap({"sync/logprob_gap": float("nan"), "sync/logprob_gap_rollout": 0.01}, 0.1)
