@@ -166,7 +166,7 @@ class QuickstartHooks:
     eval_args(cfg, st) -> argv: the eval CLI options that select the panels (``--panel``, ``--extra-panel``, data
         root or server, prompt budget).
     rl_max_len: ``train_ppo --data.max_len``.
-    rl_env_args(cfg, st) -> argv: ``train_ppo`` options of the env (``--env.env_kwargs``, ...), appended last.
+    rl_env_args(cfg, st) -> argv: ``train_ppo`` options of the env (``--env.kwargs``, ...), appended last.
     report_data(cfg, st) -> markdown: the report's "Data" paragraph.
     setting_data(cfg: dict) -> text: the data part of a record's setting line (``cfg`` is the recorded config).
     """
@@ -204,7 +204,7 @@ class EnvSpec:
     server, no Ray workers, no demonstrator and no quickstart.
 
     Adapter and prompt
-        name: registry name (``--env``, ``--env.env``). label: its name in messages and reports (default ``name``).
+        name: registry name (``--env``, ``--env.name``). label: its name in messages and reports (default ``name``).
         make_env(**config) -> AgentEnv: the adapter (training rollouts and evaluation). prompt: the step-prompt
         template (:mod:`agents.prompts`). prompt_case_inputs(task, observation, actions, history) -> the same four
         as the prompt shows them, from the raw environment outputs a prompt case holds (default: unchanged).

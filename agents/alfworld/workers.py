@@ -127,7 +127,7 @@ class RayAlfworldEnv:
             return None
         return (f"ALFWorld worker cannot be scheduled: it asks for {need:g} CPU outside placement groups and the "
                 f"cluster has {free:g} of {total:g} CPUs free (the rest is held by placement groups / other actors). "
-                f"Lower env.kwargs num_cpus (default {DEFAULT_WORKER_CPUS:g}) or give Ray more CPUs "
+                f"Lower num_cpus in --env.kwargs (default {DEFAULT_WORKER_CPUS:g}) or give Ray more CPUs "
                 f"(see examples/gpu/README.md, 'Env worker CPUs')")
 
     def _check_started(self, ref, timeout: float) -> None:

@@ -5,6 +5,8 @@
   (``args.<namespace>.<field>``) and the config field share one name;
 - :func:`add_deprecated_flag`: an old option name that sets the new option's value, with a ``FutureWarning`` (shown
   to users by default) naming the new one;
+- :func:`with_new_names`: a command line with its deprecated option names replaced by the new ones (to compare two
+  commands);
 - :class:`AliasedNamespace`: a parsed-args namespace whose old attribute names still read and write their new homes,
   with a ``DeprecationWarning`` (for code not moved yet).
 """
@@ -15,7 +17,7 @@ import dataclasses
 import typing
 import warnings
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any
 
 
 def _unwrap_optional(hint):
@@ -98,17 +100,28 @@ def add_deprecated_flag(parser: argparse.ArgumentParser, old: str, new: str) -> 
                         default=argparse.SUPPRESS, help=argparse.SUPPRESS, action=_DeprecatedFlag, new_flag=new)
 
 
+def with_new_names(argv, renamed: dict[str, str]) -> list[str]:
+    """``argv`` with every option named by a key of ``renamed`` (old name -> new name, e.g.
+    :func:`gaca_openrlhf.trainer.run_options.deprecated_flags`) spelt with its new name, as ``--old value`` or
+    ``--old=value``; everything else unchanged. Two commands that differ only in deprecated spellings come out equal."""
+    out = []
+    for arg in map(str, argv):
+        flag, eq, value = arg.partition("=")
+        out.append(renamed[flag] + eq + value if arg.startswith("--") and flag in renamed else arg)
+    return out
+
+
 class AliasedNamespace(SimpleNamespace):
     """A namespace of parsed options whose deprecated attribute names still work.
 
     ``aliases`` maps an old attribute name to ``(home, new name, message)``: ``home`` is the namespace that now
-    holds the value, or None for this one; ``message`` is the warning's text. Reading or setting an old name reads
-    or sets the value there, with a ``DeprecationWarning``; ``vars()`` lists only the namespace's own options.
+    holds the value; ``message`` is the warning's text. Reading or setting an old name reads or sets the value there,
+    with a ``DeprecationWarning``; ``vars()`` lists only the namespace's own options.
     """
 
     __slots__ = ("_aliases",)  # outside __dict__: vars() and repr() show the options only
 
-    def __init__(self, values: dict, aliases: dict[str, tuple[Optional[SimpleNamespace], str, str]]):
+    def __init__(self, values: dict, aliases: dict[str, tuple[SimpleNamespace, str, str]]):
         super().__init__(**values)
         object.__setattr__(self, "_aliases", dict(aliases))
 
@@ -121,7 +134,7 @@ class AliasedNamespace(SimpleNamespace):
             return None
         home, new, message = aliases[name]
         warnings.warn(message, DeprecationWarning, stacklevel=3)
-        return (self if home is None else home), new
+        return home, new
 
     def __getattr__(self, name: str):  # only called when normal lookup fails
         found = self._resolve(name)

@@ -5,9 +5,10 @@ also takes the project's estimators (``grpo``, ``gigpo``, ``gaca``, ...). Three 
 from one config dataclass (:mod:`gaca_openrlhf.cli.options`; option, parsed attribute and field share a name):
 - ``--gaca.*``: the estimator's :class:`~gaca_openrlhf.advantages.AdvantageConfig` fields;
 - ``--run.*``: the step trainer's :class:`~gaca_openrlhf.trainer.run_options.RunOptions` (backend, mini-batches,
-  stopping, metrics, dumps); their old ``--gaca.*`` names still work, with a deprecation warning;
-- ``--env.*``: the rollout's :class:`~gaca_openrlhf.rollout.config.RolloutConfig` (the environment and episode
-  settings); ``--env.name``, ``--env.kwargs`` and ``--env.timeout_s`` still work, with a deprecation warning.
+  stopping, metrics, dumps); their old ``--gaca.*`` names still work, with a deprecation warning
+  (:func:`~gaca_openrlhf.trainer.run_options.deprecated_flags`);
+- ``--env.*``: the rollout's :class:`~gaca_openrlhf.rollout.config.RolloutConfig` (the environment: ``--env.name``,
+  ``--env.kwargs``, ``--env.timeout_s``, and the episode settings).
 
 The parsed arguments carry the run's :class:`~gaca_openrlhf.trainer.run_shape.RunShape` (``args.run_shape``),
 computed once here.
@@ -22,8 +23,8 @@ from gaca_openrlhf.cli.openrlhf_parser import build_parser, extend_choices, vali
 from gaca_openrlhf.cli.options import AliasedNamespace, add_dataclass_options, add_deprecated_flag
 from gaca_openrlhf.cpu import PARAM_DTYPES, backend_mode, resolve_param_dtype
 from gaca_openrlhf.rollout import AGENT_FUNC_PATH
-from gaca_openrlhf.rollout.config import RENAMED, RolloutConfig
-from gaca_openrlhf.trainer.run_options import MOVED_FROM, RunOptions, run_option_names
+from gaca_openrlhf.rollout.config import RolloutConfig
+from gaca_openrlhf.trainer.run_options import MOVED_FROM, RunOptions, deprecated_flags, run_option_names
 from gaca_openrlhf.trainer.run_shape import RunShape
 
 
@@ -37,23 +38,16 @@ def add_project_args(parser: argparse.ArgumentParser) -> None:
                           skip=("estimator",), with_defaults=False)  # estimator: --algo.advantage.estimator
     add_dataclass_options(parser, RunOptions, "run", "GACA trainer (--run.*, RunOptions)")
     add_dataclass_options(parser, RolloutConfig, "env", "Environment and episodes (--env.*, RolloutConfig)")
-    for name in run_option_names():
-        add_deprecated_flag(parser, f"--{MOVED_FROM}.{name}", f"--run.{name}")
-    for old, new in RENAMED.items():
-        add_deprecated_flag(parser, f"--env.{old}", f"--env.{new}")
+    for old, new in deprecated_flags().items():
+        add_deprecated_flag(parser, old, new)
 
 
 def alias_moved_options(args) -> None:
-    """Old attribute names of moved or renamed options (``args.gaca.backend``, ``args.env.name``) keep reading and
-    setting the values' new homes (``args.run.backend``, ``args.env.env``), with a DeprecationWarning, for code not
-    moved yet."""
-    def message(old: str, new: str) -> str:
-        return f"args.{old} is deprecated: use args.{new} (--{new})"
-
+    """Old attribute names of moved options (``args.gaca.backend``) keep reading and setting the values' new homes
+    (``args.run.backend``), with a DeprecationWarning, for code not moved yet."""
     args.gaca = AliasedNamespace(vars(args.gaca), {
-        name: (args.run, name, message(f"{MOVED_FROM}.{name}", f"run.{name}")) for name in run_option_names()})
-    args.env = AliasedNamespace(vars(args.env), {
-        old: (None, new, message(f"env.{old}", f"env.{new}")) for old, new in RENAMED.items()})
+        name: (args.run, name, f"args.{MOVED_FROM}.{name} is deprecated: use args.run.{name} (--run.{name})")
+        for name in run_option_names()})
 
 
 def parse_args(argv=None):

@@ -89,8 +89,7 @@ def _env_name(save_path: str) -> Optional[str]:
         return None
     with open(path) as f:
         argv = shlex.split(f.read())
-    flags = ("--env.env", "--env.name")  # the option, and its deprecated old name (scripts not moved yet)
-    values = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in flags]
+    values = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--env.name"]
     return values[-1] if values else None
 
 

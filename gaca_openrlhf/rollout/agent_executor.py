@@ -53,16 +53,16 @@ class AgentExecutor(AgentExecutorBase):
 
     def __init__(self, config: RolloutConfig | None = None):
         self.config = config or RolloutConfig.from_env()
-        self.template = prompt_template(self.config.env)
+        self.template = prompt_template(self.config.name)
         self._idle_envs: list = []  # env instances are reused across episodes (ALFWorld: one Ray worker each)
         self._kills_left = self.config.kill_worker_episodes if self.config.kill_worker_at_step >= 0 else 0
         self._episodes_of_task: Counter = Counter()  # task -> episodes started on this engine (seeds, see below)
 
     def _make_env(self):
-        return self._idle_envs.pop() if self._idle_envs else make_env(self.config.env, **self.config.env_kwargs)
+        return self._idle_envs.pop() if self._idle_envs else make_env(self.config.name, **self.config.kwargs)
 
     async def _env_call(self, fn, *args):
-        return await asyncio.wait_for(asyncio.to_thread(fn, *args), timeout=self.config.env_timeout_s)
+        return await asyncio.wait_for(asyncio.to_thread(fn, *args), timeout=self.config.timeout_s)
 
     async def execute(self, prompt, label, sampling_params, max_length: int, hf_tokenizer, llm_engine, images=None):
         cfg = self.config

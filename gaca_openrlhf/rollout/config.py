@@ -2,8 +2,8 @@
 
 Every field of :class:`RolloutConfig` is a ``train_ppo`` option ``--env.<field>`` of the same name (generated from
 the field and its metadata, as ``--gaca.*`` is from the estimator's config), except the fields whose metadata names
-the OpenRLHF option that sets them (``from``). :meth:`RolloutConfig.from_args` builds the config from the parsed
-options. Three options had other names before (:data:`RENAMED`); those still work, with a deprecation warning.
+the OpenRLHF option that sets them (``from``): ``--env.name``, ``--env.kwargs``, ``--env.history_k``, ...
+:meth:`RolloutConfig.from_args` builds the config from the parsed options.
 
 The executor is instantiated with no arguments inside vLLM's ``RolloutRayActor`` (OpenRLHF's contract), so its
 configuration travels as JSON in the ``GACA_ROLLOUT_CONFIG`` environment variable of the Ray job's runtime env.
@@ -20,8 +20,6 @@ from agents.registry import DEFAULT_ENV
 ENV_VAR = "GACA_ROLLOUT_CONFIG"
 INVALID_ACTION_MODES = ("execute", "noop")
 VALIDITY_MODES = ("format", "admissible")
-#: old ``--env.<name>`` option -> the field (and option) it sets now
-RENAMED = {"name": "env", "kwargs": "env_kwargs", "timeout_s": "env_timeout_s"}
 #: the response budget when ``--rollout.max_new_tokens`` is unset
 DEFAULT_MAX_NEW_TOKENS = 256
 
@@ -37,11 +35,12 @@ def check_invalid_action(mode: str) -> str:
 class RolloutConfig:
     """How one episode is run (and how a rollout round's failed episodes are judged)."""
 
-    # the CLI's default environment too (one source: the registry's DEFAULT_ENV)
-    env: str = field(default=DEFAULT_ENV, metadata={
+    # the environment (the ``--env.*`` namespace's name and kwargs): its registry name, the CLI's default too (one
+    # source: the registry's DEFAULT_ENV), and the keyword config of its make_env
+    name: str = field(default=DEFAULT_ENV, metadata={
         "help": "registered environment (agents.registry; default: %(default)s)"})
-    env_kwargs: dict[str, Any] = field(default_factory=dict, metadata={
-        "cli_default": None, "help": "JSON object passed to agents.registry.make_env(env, **env_kwargs)"})
+    kwargs: dict[str, Any] = field(default_factory=dict, metadata={
+        "cli_default": None, "help": "JSON object passed to agents.registry.make_env(name, **kwargs)"})
     history_k: int = field(default=2, metadata={"help": "(observation, action) pairs of memory in the step prompt"})
     max_steps: int = field(default=0, metadata={
         "help": "episode step limit (0: the environment's own)"})
@@ -52,7 +51,7 @@ class RolloutConfig:
                                                                           "help": "per-step response budget"})
     stop: list[str] = field(default_factory=lambda: ["</action>"], metadata={
         "help": "generation stops after these strings (the action's closing tag)"})
-    env_timeout_s: float = field(default=120.0, metadata={
+    timeout_s: float = field(default=120.0, metadata={
         "help": "one env reset/step call slower than this fails the episode"})
     # what an invalid response does (agents.parsing): "execute" (verl-agent: the projected action is executed and
     # only penalised through is_action_valid) or "noop" (this project's older rule: the environment answers it
@@ -90,11 +89,11 @@ class RolloutConfig:
     @classmethod
     def from_args(cls, args) -> "RolloutConfig":
         """The run's config from ``train_ppo``'s parsed options: ``args.env.<field>`` for each field with an option
-        (``env_kwargs`` parsed from JSON, ``prompt_max_len`` derived when unset), ``max_new_tokens`` from
+        (``kwargs`` parsed from JSON, ``prompt_max_len`` derived when unset), ``max_new_tokens`` from
         ``--rollout.max_new_tokens`` and ``seed`` from ``--train.seed``."""
         values = {f.name: getattr(args.env, f.name) for f in fields(cls) if "from" not in f.metadata}
         max_new = args.rollout.max_new_tokens or DEFAULT_MAX_NEW_TOKENS
-        values["env_kwargs"] = json.loads(values["env_kwargs"]) if values["env_kwargs"] else {}
+        values["kwargs"] = json.loads(values["kwargs"]) if values["kwargs"] else {}
         values["prompt_max_len"] = values["prompt_max_len"] or max(1, args.data.max_len - max_new)
         return cls(**values, max_new_tokens=max_new, seed=args.train.seed)
 

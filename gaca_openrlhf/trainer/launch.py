@@ -1,13 +1,12 @@
 """``train(args)``: build the Ray actors and run :class:`~.ppo_trainer.GacaPPOTrainer`.
 
 Mirrors OpenRLHF's ``cli/train_ppo_ray.py:train`` with the project's trainer and policy actor. Where the actors go is
-the backend's (:mod:`.backends`: GPU, CPU or the rehearsal of the GPU path on CPU, chosen by ``--gaca.backend``);
+the backend's (:mod:`.backends`: GPU, CPU or the rehearsal of the GPU path on CPU, chosen by ``--run.backend``);
 what shares a placement group (OpenRLHF's ``--train.colocate_*`` rules), which models exist and the order they are
 started, trained and saved in are the same on every backend and stay here.
 """
 from __future__ import annotations
 
-import json
 import os
 
 import ray
@@ -23,31 +22,15 @@ from .backends import Actors, Backend
 from .ppo_trainer import GacaPPOTrainerActor
 
 
-def rollout_config(args) -> RolloutConfig:
-    """The rollout config of the run (``--env.*``, the prompt/response budgets, the seed), shipped to the workers."""
-    max_new = args.rollout.max_new_tokens or 256
-    return RolloutConfig(
-        env=args.env.name,
-        env_kwargs=json.loads(args.env.kwargs) if args.env.kwargs else {},
-        history_k=args.env.history_k,
-        max_steps=args.env.max_steps,
-        prompt_max_len=args.env.prompt_max_len or max(1, args.data.max_len - max_new),
-        max_new_tokens=max_new,
-        env_timeout_s=args.env.timeout_s,
-        invalid_action=args.env.invalid_action,
-        validity=args.env.validity,
-        kill_worker_at_step=args.env.kill_worker_at_step,
-        seed=args.train.seed,
-    )
-
-
 def worker_env_vars(args) -> dict:
-    """Environment variables of every Ray worker: the caller's settings (or defaults) and the rollout config."""
+    """Environment variables of every Ray worker: the caller's settings (or defaults) and the run's rollout config
+    (:meth:`RolloutConfig.from_args`: ``--env.*``, the prompt/response budgets, the seed), read by the rollout
+    actors."""
     return {
         "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "true"),
         "NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "WARN"),
         "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS": os.environ.get("RAY_ENABLE_ZERO_COPY_TORCH_TENSORS", "1"),
-        **rollout_config(args).to_env(),
+        **RolloutConfig.from_args(args).to_env(),
     }
 
 

@@ -4,7 +4,8 @@
 field's metadata), as it generates ``--gaca.*`` from :class:`~gaca_openrlhf.advantages.AdvantageConfig` and
 ``--env.*`` from :class:`~gaca_openrlhf.rollout.config.RolloutConfig`; the parsed values are read as
 ``args.run.<field>``. These options used to share the ``--gaca.*`` namespace with the estimator's fields:
-``--gaca.<field>`` (and ``args.gaca.<field>``) still work, with a deprecation warning (:data:`MOVED_FROM`).
+``--gaca.<field>`` (and ``args.gaca.<field>``) still work, with a deprecation warning (:data:`MOVED_FROM`,
+:func:`deprecated_flags`).
 """
 from __future__ import annotations
 
@@ -50,3 +51,10 @@ class RunOptions:
 def run_option_names() -> list[str]:
     """The field names of :class:`RunOptions`, in order."""
     return [f.name for f in dataclasses.fields(RunOptions)]
+
+
+def deprecated_flags() -> dict[str, str]:
+    """Every deprecated ``train_ppo`` option -> the option it sets now (``--gaca.backend`` -> ``--run.backend``, ...):
+    the one table of old names, from which the CLI adds its aliases and by which commands are compared
+    (:func:`gaca_openrlhf.cli.options.with_new_names`)."""
+    return {f"--{MOVED_FROM}.{name}": f"--run.{name}" for name in run_option_names()}

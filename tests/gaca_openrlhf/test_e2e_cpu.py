@@ -33,7 +33,7 @@ def workdir():
 def run_example(script: str, save: Path, *extra: str, timeout: float = LIMIT_S + 300):
     env = dict(os.environ, SAVE_PATH=str(save), GACA_BACKEND="cpu")
     t0 = time.time()
-    proc = subprocess.run(["bash", str(ROOT / "examples" / "cpu" / script), "--gaca.dump_dir", str(save / "adv"), *extra],
+    proc = subprocess.run(["bash", str(ROOT / "examples" / "cpu" / script), "--run.dump_dir", str(save / "adv"), *extra],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     wall = time.time() - t0
     (save / "run.log").write_text(proc.stdout + "\n" + proc.stderr)
@@ -207,7 +207,7 @@ def test_checkpoint_resume_matches_uninterrupted(alfworld_run, workdir):
     # advantages are all 0, the first update moves nothing, and "weights restored" could not be told apart from
     # "weights not restored" (the LR schedule and optimizer step counts do not depend on it)
     grad = GRAD
-    run_example("train_gaca_alfworld_tiny.sh", tmp_path, "--gaca.max_iterations", "1", *grad)
+    run_example("train_gaca_alfworld_tiny.sh", tmp_path, "--run.max_iterations", "1", *grad)
     assert [r["iteration"] for r in records(tmp_path)] == [1]
     assert (tmp_path / "ckpt" / "_actor").is_dir()
     before = ds_checkpoint(tmp_path, 1)  # what the resume must load

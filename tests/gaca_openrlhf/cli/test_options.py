@@ -1,7 +1,8 @@
 """``cli/options.py`` and train_ppo's three generated namespaces: ``--gaca.*`` (estimator), ``--run.*`` (trainer),
-``--env.*`` (rollout), each from one config dataclass with the same names end to end, and the old names
-(``--gaca.<trainer option>``, ``--env.name|kwargs|timeout_s``, and the same attribute names on the parsed args)
-still working with a deprecation warning. Each test names the one-line bug it catches."""
+``--env.*`` (rollout), each from one config dataclass with the same names end to end (``--env.name``,
+``--env.kwargs``, ``--env.timeout_s``: RolloutConfig's ``name``, ``kwargs``, ``timeout_s``), and the trainer options'
+old names (``--gaca.<trainer option>``, and ``args.gaca.<trainer option>`` on the parsed args) still working with a
+deprecation warning. Each test names the one-line bug it catches."""
 from __future__ import annotations
 
 import argparse
@@ -14,10 +15,10 @@ import warnings
 import pytest
 
 from gaca_openrlhf.advantages import AdvantageConfig
-from gaca_openrlhf.cli.options import AliasedNamespace, add_dataclass_options, add_deprecated_flag
+from gaca_openrlhf.cli.options import AliasedNamespace, add_dataclass_options, add_deprecated_flag, with_new_names
 from gaca_openrlhf.cli.train_ppo import parse_args
-from gaca_openrlhf.rollout.config import RENAMED, RolloutConfig
-from gaca_openrlhf.trainer.run_options import RunOptions, run_option_names
+from gaca_openrlhf.rollout.config import RolloutConfig
+from gaca_openrlhf.trainer.run_options import RunOptions, deprecated_flags, run_option_names
 
 BASE = ["--actor.model_name_or_path", "m", "--actor.num_gpus_per_node", "1", "--vllm.num_engines", "1",
         "--rollout.batch_size", "4", "--rollout.n_samples_per_prompt", "2", "--algo.kl.init_coef", "0",
@@ -65,14 +66,14 @@ def test_every_rollout_field_has_an_option_or_names_its_source():
 def test_env_options_parse_into_the_rollout_config_with_their_types():
     """Catches: an --env.* value not reaching its field (or reaching another), a type lost on the way (int/float
     parsed as text, the JSON kwargs not parsed, the stop list flattened), or the derived fields not derived."""
-    args = _parse("--env.env", "toy", "--env.env_kwargs", '{"length": 6}', "--env.history_k", "5",
+    args = _parse("--env.name", "toy", "--env.kwargs", '{"length": 6}', "--env.history_k", "5",
                   "--env.max_steps", "7", "--env.prompt_max_len", "300", "--env.stop", "</a>", "</b>",
-                  "--env.env_timeout_s", "9.5", "--env.invalid_action", "noop", "--env.validity", "admissible",
+                  "--env.timeout_s", "9.5", "--env.invalid_action", "noop", "--env.validity", "admissible",
                   "--env.kill_worker_at_step", "3", "--env.kill_worker_episodes", "2", "--env.max_failed_frac",
                   "0.25", "--env.max_failed_iters", "4", "--rollout.max_new_tokens", "40", "--train.seed", "11")
     cfg = RolloutConfig.from_args(args)
-    assert cfg == RolloutConfig(env="toy", env_kwargs={"length": 6}, history_k=5, max_steps=7, prompt_max_len=300,
-                                max_new_tokens=40, stop=["</a>", "</b>"], env_timeout_s=9.5, invalid_action="noop",
+    assert cfg == RolloutConfig(name="toy", kwargs={"length": 6}, history_k=5, max_steps=7, prompt_max_len=300,
+                                max_new_tokens=40, stop=["</a>", "</b>"], timeout_s=9.5, invalid_action="noop",
                                 validity="admissible", kill_worker_at_step=3, kill_worker_episodes=2, seed=11,
                                 max_failed_frac=0.25, max_failed_iters=4)
     hints = typing.get_type_hints(RolloutConfig)
@@ -86,7 +87,7 @@ def test_env_defaults_are_the_rollout_config_defaults():
     and response budget not derived when unset."""
     cfg = RolloutConfig.from_args(_parse("--data.max_len", "1000", "--train.seed", "0"))
     assert cfg == RolloutConfig(prompt_max_len=1000 - 256)  # every other field: the dataclass default
-    assert _parse().env.env == RolloutConfig().env
+    assert _parse().env.name == RolloutConfig().name
     assert RolloutConfig.from_args(_parse("--data.max_len", "50", "--rollout.max_new_tokens", "60")).prompt_max_len == 1
 
 
@@ -119,13 +120,28 @@ def test_estimator_options_default_to_none():
 OLD_RUN = {"backend": "cpu", "mini_batch_steps": "4", "updates_per_iteration": "0", "max_iterations": "3",
            "metrics_dir": "/m", "gap_probe_samples": "2", "max_logprob_gap": "0.5", "dump_dir": "/d",
            "logprob_chunk_size": "16"}
-OLD_ENV = {"name": "toy", "kwargs": '{"length": 6}', "timeout_s": "9.5"}
 
 
-def test_the_deprecation_tables_cover_every_moved_and_renamed_option():
-    """Catches: a moved trainer option or a renamed --env.* option with no old name kept."""
+def test_the_deprecation_table_covers_every_moved_option_and_only_those():
+    """Catches: a moved trainer option with no old name kept, an alias pointing at no option, or an old name that
+    is a real option too."""
+    assert deprecated_flags() == {f"--gaca.{name}": f"--run.{name}" for name in OLD_RUN}
     assert set(OLD_RUN) == set(run_option_names())
-    assert set(OLD_ENV) == set(RENAMED) and set(RENAMED.values()) <= {f.name for f in dataclasses.fields(RolloutConfig)}
+    assert {new.removeprefix("--run.") for new in deprecated_flags().values()} <= _options("run")
+    assert not {old.removeprefix("--gaca.") for old in deprecated_flags()} & _options("gaca")
+
+
+def test_env_name_kwargs_timeout_are_the_real_options():
+    """Catches: the established --env.name/kwargs/timeout_s warning as deprecated (or missing), or the
+    RolloutConfig-field spellings --env.env* accepted again."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        args = parse_args(BASE + ["--env.name", "toy", "--env.kwargs", '{"length": 6}', "--env.timeout_s", "9.5"])
+        assert (args.env.name, args.env.kwargs, args.env.timeout_s) == ("toy", '{"length": 6}', 9.5)
+    assert not [w for w in caught if "is deprecated: use" in str(w.message)]  # neither the options nor the attributes
+    for gone in ("--env.env", "--env.env_kwargs", "--env.env_timeout_s"):
+        with pytest.raises(SystemExit):
+            parse_args(BASE + [gone, "toy"])
 
 
 @pytest.mark.parametrize("old, value", sorted(OLD_RUN.items()))
@@ -137,33 +153,17 @@ def test_old_gaca_trainer_option_sets_the_run_option(old, value):
     assert old not in vars(args.gaca)  # the estimator namespace holds estimator fields only
 
 
-@pytest.mark.parametrize("old, value", sorted(OLD_ENV.items()))
-def test_old_env_option_sets_the_renamed_field(old, value):
-    """Catches: an old --env.name/kwargs/timeout_s dropped, setting something else, or silent."""
-    new = RENAMED[old]
-    with pytest.warns(FutureWarning, match=rf"^--env\.{old} is deprecated: use --env\.{new}$"):
-        args = parse_args(BASE + [f"--env.{old}", value])
-    assert vars(args.env) == vars(_parse(f"--env.{new}", value).env)
-    assert RolloutConfig.from_args(args) == RolloutConfig.from_args(_parse(f"--env.{new}", value))
-
-
 def test_old_attribute_names_read_and_write_the_new_homes():
-    """Catches: code still reading args.gaca.<trainer option> or args.env.name (launch, scripts' tests) getting
-    nothing or a stale copy, a write through an old name lost, or no DeprecationWarning."""
-    args = _parse("--run.max_iterations", "3", "--env.env", "toy", "--env.env_kwargs", "{}")
+    """Catches: code still reading args.gaca.<trainer option> (users' code) getting nothing or a stale copy, a write
+    through an old name lost, or no DeprecationWarning."""
+    args = _parse("--run.max_iterations", "3")
     with pytest.warns(DeprecationWarning, match=r"^args\.gaca\.max_iterations is deprecated: use "
                                                  r"args\.run\.max_iterations \(--run\.max_iterations\)$"):
         assert args.gaca.max_iterations == 3
-    with pytest.warns(DeprecationWarning, match=r"^args\.env\.name is deprecated: use args\.env\.env"):
-        assert args.env.name == "toy"
-    with pytest.warns(DeprecationWarning, match=r"args\.env\.kwargs is deprecated"):
-        assert args.env.kwargs == "{}"
-    with pytest.warns(DeprecationWarning):
-        args.env.name = "webshop-like"
     with pytest.warns(DeprecationWarning):
         args.gaca.backend = "gpu"
-    assert args.env.env == "webshop-like" and args.run.backend == "gpu"
-    assert "name" not in vars(args.env) and "backend" not in vars(args.gaca)
+    assert args.run.backend == "gpu"
+    assert "backend" not in vars(args.gaca)
     with pytest.raises(AttributeError):
         args.gaca.no_such_option  # noqa: B018
     args.gaca.alpha = 0.5  # an option of its own is set as usual
@@ -172,7 +172,7 @@ def test_old_attribute_names_read_and_write_the_new_homes():
 
 def test_aliases_survive_pickling():
     """Catches: the aliases lost when Ray ships the args to its actors (SimpleNamespace pickles __dict__ only)."""
-    args = pickle.loads(pickle.dumps(_parse("--run.dump_dir", "/d", "--env.env", "toy")))
+    args = pickle.loads(pickle.dumps(_parse("--run.dump_dir", "/d", "--env.name", "toy")))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         assert args.gaca.dump_dir == "/d" and args.env.name == "toy"
@@ -226,3 +226,14 @@ def test_add_deprecated_flag_copies_the_new_options_parsing():
     with pytest.raises(SystemExit):
         parser.parse_args(["--old.mode", "r"])
     assert "--old.count" not in parser.format_help()
+
+
+def test_with_new_names_rewrites_deprecated_spellings_only():
+    """Catches: an old name left (two spellings of one command differing), the ``--old=value`` form missed, a value
+    or another option rewritten, or non-text arguments (paths, numbers) rejected."""
+    table = {"--old.a": "--new.a", "--old.b": "--new.b"}
+    argv = ["python", "--old.a", "1", "--old.b=x", "--old.ab", "2", "--keep", "--old.a", 3]
+    assert with_new_names(argv, table) == ["python", "--new.a", "1", "--new.b=x", "--old.ab", "2", "--keep",
+                                           "--new.a", "3"]
+    assert with_new_names(["--gaca.backend", "cpu", "--gaca.alpha", "0.5"], deprecated_flags()) == \
+        ["--run.backend", "cpu", "--gaca.alpha", "0.5"]

@@ -10,7 +10,7 @@ BASE = ["--actor.model_name_or_path", "m", "--actor.num_gpus_per_node", "1", "--
 
 
 def test_project_estimators_and_options():
-    args = parse_args(BASE + ["--algo.advantage.estimator", "gaca", "--gaca.alpha", "0.25", "--env.env", "toy",
+    args = parse_args(BASE + ["--algo.advantage.estimator", "gaca", "--gaca.alpha", "0.25", "--env.name", "toy",
                               "--train.batch_size", "4"])
     assert args.train.agent_func_path == AGENT_FUNC_PATH and args.reward.remote_url == ["agent"]
     cfg = advantage_config(args)
@@ -36,7 +36,7 @@ def test_step_estimator_needs_kl_loss():
 
 
 def _step(*extra):
-    return BASE + ["--algo.advantage.estimator", "gaca", "--env.env", "toy", *extra]
+    return BASE + ["--algo.advantage.estimator", "gaca", "--env.name", "toy", *extra]
 
 
 def test_mini_batch_steps_sets_the_deepspeed_batch():
@@ -64,7 +64,7 @@ def test_step_estimators_reject_a_single_rollout_per_task():
 
 def test_step_estimators_need_vllm_engines():
     i = BASE.index("--vllm.num_engines")
-    argv = BASE[:i] + BASE[i + 2:] + ["--algo.advantage.estimator", "grpo", "--env.env", "toy"]
+    argv = BASE[:i] + BASE[i + 2:] + ["--algo.advantage.estimator", "grpo", "--env.name", "toy"]
     with pytest.raises(SystemExit, match="--vllm.num_engines"):
         parse_args(argv)
 

@@ -68,10 +68,10 @@ def test_env_workers_needed_on_alfworld_not_on_webshop(tmp_path):
     assert len(bad) == 1 and bad[0].startswith("env workers: 0")
 
 
-def test_env_name_from_the_option_or_its_deprecated_name(tmp_path):
-    """Catches: a command written with --env.env (or still with the old --env.name) not recognised, or the first of
-    two values used (the later option wins, as in argparse)."""
-    for flags in ("--env.env webshop", "--env.name webshop", "--env.name alfworld --env.env webshop"):
+def test_env_name_from_the_command(tmp_path):
+    """Catches: --env.name not recognised, or the first of two values used (the later option wins, as in
+    argparse)."""
+    for flags in ("--env.name webshop", "--env.name alfworld --env.name webshop"):
         (tmp_path / "command.sh").write_text(f"python -m gaca_openrlhf.cli.train_ppo {flags} --x 1")
         assert rc._env_name(str(tmp_path)) == "webshop"
 

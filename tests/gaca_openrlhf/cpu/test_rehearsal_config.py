@@ -9,7 +9,7 @@ from gaca_openrlhf.cpu.rehearsal import check_args, logical_resources
 
 BASE = ["--actor.model_name_or_path", "m", "--data.prompt_dataset", "t.jsonl", "--data.input_key", "input",
         "--rollout.batch_size", "2", "--rollout.n_samples_per_prompt", "2", "--rollout.micro_batch_size", "1",
-        "--train.micro_batch_size", "1", "--gaca.mini_batch_steps", "4", "--algo.advantage.estimator", "gaca",
+        "--train.micro_batch_size", "1", "--run.mini_batch_steps", "4", "--algo.advantage.estimator", "gaca",
         "--algo.kl.use_loss", "--algo.kl.init_coef", "0.01"]
 
 
@@ -26,7 +26,7 @@ def test_backend_mode(monkeypatch):
 def test_logical_resources_colocated_and_separate(monkeypatch):
     monkeypatch.delenv("GACA_REHEARSAL_CPUS", raising=False)
     colocated = parse_args(BASE + ["--actor.num_gpus_per_node", "2", "--ref.num_gpus_per_node", "2",
-                                   "--vllm.num_engines", "2", "--train.colocate_all", "--gaca.backend", "rehearsal"])
+                                   "--vllm.num_engines", "2", "--train.colocate_all", "--run.backend", "rehearsal"])
     assert logical_resources(colocated) == (2, 9)  # everything shares the 2 bundles; 4 CPUs per GPU + the trainer
     separate = parse_args(BASE + ["--actor.num_gpus_per_node", "2", "--ref.num_gpus_per_node", "1",
                                   "--vllm.num_engines", "1"])

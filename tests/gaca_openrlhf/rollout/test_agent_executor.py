@@ -62,7 +62,7 @@ def run(executor, engine, task="1", max_length=4096, max_tokens=64):
 
 
 def test_episode_records_per_step():
-    ex = AgentExecutor(RolloutConfig(env="toy", max_new_tokens=64, prompt_max_len=4000))
+    ex = AgentExecutor(RolloutConfig(name="toy", max_new_tokens=64, prompt_max_len=4000))
     engine = FakeEngine(["<think>a</think><action>look</action>", "<think>b</think><action>go forward</action>"])
     out = run(ex, engine, task="0")  # goal = room 1
     assert not out["failed"] and out["won"] and out["score"] == 1.0
@@ -78,7 +78,7 @@ def test_episode_records_per_step():
 
 def test_rollout_logprobs_are_the_sampled_tokens_values():
     text = "<think>a</think><action>look</action>"
-    ex = AgentExecutor(RolloutConfig(env="toy", max_steps=1))
+    ex = AgentExecutor(RolloutConfig(name="toy", max_steps=1))
     out = run(ex, FakeEngine([text]))
     step = out["steps"][0]
     assert step["response_ids"] == [ord(c) for c in text]
@@ -92,12 +92,12 @@ def test_missing_logprob_entries_read_as_zero():
             out.outputs[0].logprobs = None
             return out
 
-    out = run(AgentExecutor(RolloutConfig(env="toy", max_steps=1)), NoLogprobs(["<think>a</think><action>look</action>"]))
+    out = run(AgentExecutor(RolloutConfig(name="toy", max_steps=1)), NoLogprobs(["<think>a</think><action>look</action>"]))
     assert out["steps"][0]["logprobs"] == [0.0] * len(out["steps"][0]["response_ids"])
 
 
 def test_step_history_is_in_the_next_prompts():
-    ex = AgentExecutor(RolloutConfig(env="toy", history_k=2, max_steps=3, env_kwargs={"length": 6, "max_steps": 6}))
+    ex = AgentExecutor(RolloutConfig(name="toy", history_k=2, max_steps=3, kwargs={"length": 6, "max_steps": 6}))
     engine = FakeEngine(["<think>a</think><action>look</action>", "<think>b</think><action>go forward</action>",
                          "<think>c</think><action>Look</action>"])
     out = run(ex, engine, task="3")  # goal room 4: three steps, no win
@@ -113,7 +113,7 @@ def test_step_history_is_in_the_next_prompts():
 
 
 def test_history_k_zero_keeps_the_no_history_prompt():
-    ex = AgentExecutor(RolloutConfig(env="toy", history_k=0, max_steps=2))
+    ex = AgentExecutor(RolloutConfig(name="toy", history_k=0, max_steps=2))
     out = run(ex, FakeEngine(["<think>a</think><action>look</action>"] * 2), task="3")
     assert [decode(s["prompt_ids"]).count("Prior to this step") for s in out["steps"]] == [0, 0]
 
@@ -135,7 +135,7 @@ VALIDITY_PROMPT = PromptTemplate(first="O={observation} A=[{admissible_actions}]
 
 def test_invalid_response_executes_its_projected_action_by_default(toy_valid):
     """verl-agent: <action>go forward</action> without <think> still moves the agent (and wins), but is invalid."""
-    ex = AgentExecutor(RolloutConfig(env=toy_valid))
+    ex = AgentExecutor(RolloutConfig(name=toy_valid))
     assert ex.config.invalid_action == "execute"
     out = run(ex, FakeEngine(["<action>Go Forward</action>"]), task="0")  # goal = room 1
     assert out["won"] and [s["valid"] for s in out["steps"]] == [False]
@@ -143,7 +143,7 @@ def test_invalid_response_executes_its_projected_action_by_default(toy_valid):
 
 
 def test_noop_option_answers_invalid_responses_without_executing(toy_valid):
-    ex = AgentExecutor(RolloutConfig(env=toy_valid, invalid_action="noop", max_steps=3))
+    ex = AgentExecutor(RolloutConfig(name=toy_valid, invalid_action="noop", max_steps=3))
     engine = FakeEngine(["<action>go forward</action>", "no tags at all, so Go Forward", "<think>x</think>"])
     out = run(ex, engine, task="0")
     assert not out["won"] and [s["valid"] for s in out["steps"]] == [False, False, False]
@@ -157,10 +157,10 @@ def test_noop_option_answers_invalid_responses_without_executing(toy_valid):
 
 def test_untagged_response_executes_its_tail(toy_valid):
     """Without <action> tags the last tail_chars (10 here; ALFWorld 30, WebShop 20) lower-cased characters run."""
-    out = run(AgentExecutor(RolloutConfig(env=toy_valid, max_steps=1)), FakeEngine(["I will now GO FORWARD"]),
+    out = run(AgentExecutor(RolloutConfig(name=toy_valid, max_steps=1)), FakeEngine(["I will now GO FORWARD"]),
               task="0")
     assert out["won"] and out["steps"][0]["valid"] is False
-    miss = run(AgentExecutor(RolloutConfig(env=toy_valid, max_steps=1)), FakeEngine(["go forward, I think"]),
+    miss = run(AgentExecutor(RolloutConfig(name=toy_valid, max_steps=1)), FakeEngine(["go forward, I think"]),
                task="0")  # its tail is "r, i think": not a command
     assert not miss["won"]
 
@@ -171,7 +171,7 @@ def test_invalid_action_mode_is_checked():
 
 
 def test_truncated_or_malformed_is_invalid_not_a_crash():
-    ex = AgentExecutor(RolloutConfig(env="toy", max_new_tokens=8, prompt_max_len=4000, max_steps=2))
+    ex = AgentExecutor(RolloutConfig(name="toy", max_new_tokens=8, prompt_max_len=4000, max_steps=2))
     out = run(ex, FakeEngine(["<think>long answer</think><action>look</action>", "no tags"]), max_tokens=8)
     assert not out["failed"]
     assert [s["valid"] for s in out["steps"]] == [False, False]
@@ -179,7 +179,7 @@ def test_truncated_or_malformed_is_invalid_not_a_crash():
 
 
 def test_prompt_limit_and_max_new_tokens_respected():
-    ex = AgentExecutor(RolloutConfig(env="toy", max_new_tokens=16, prompt_max_len=50, max_steps=1))
+    ex = AgentExecutor(RolloutConfig(name="toy", max_new_tokens=16, prompt_max_len=50, max_steps=1))
     engine = FakeEngine([])
     out = run(ex, engine, max_length=60)
     prompt_ids, params = engine.calls[0]
@@ -188,7 +188,7 @@ def test_prompt_limit_and_max_new_tokens_respected():
 
 
 def test_env_failure_marks_episode_failed():
-    ex = AgentExecutor(RolloutConfig(env="toy", env_kwargs={"fail_on_task": 3}))
+    ex = AgentExecutor(RolloutConfig(name="toy", kwargs={"fail_on_task": 3}))
     out = run(ex, FakeEngine([]), task="3")
     assert out["failed"] and out["steps"] == [] and "injected failure" in out["error"]
 
@@ -197,13 +197,13 @@ def test_admissible_validity_marks_off_list_actions_invalid_but_still_runs_them(
     """validity="admissible" (ablation): a well-formed action off the list is invalid (penalised) and executed."""
     texts = ["<think>x</think><action>jump</action>", "<think>x</think><action>look</action>",
              "<think>x</think><action>go forward</action>"]
-    fmt = run(AgentExecutor(RolloutConfig(env=toy_valid, max_steps=3)), FakeEngine(texts), task="0")
+    fmt = run(AgentExecutor(RolloutConfig(name=toy_valid, max_steps=3)), FakeEngine(texts), task="0")
     assert [s["valid"] for s in fmt["steps"]] == [True, True, True]  # verl-agent: format only
-    adm = run(AgentExecutor(RolloutConfig(env=toy_valid, max_steps=3, validity="admissible")), FakeEngine(texts),
+    adm = run(AgentExecutor(RolloutConfig(name=toy_valid, max_steps=3, validity="admissible")), FakeEngine(texts),
               task="0")
     assert [s["valid"] for s in adm["steps"]] == [False, True, True] and adm["won"]
     # a format-invalid response stays invalid whatever the list says
-    bad = run(AgentExecutor(RolloutConfig(env=toy_valid, max_steps=1, validity="admissible")),
+    bad = run(AgentExecutor(RolloutConfig(name=toy_valid, max_steps=1, validity="admissible")),
               FakeEngine(["<action>go forward</action>"]), task="0")
     assert [s["valid"] for s in bad["steps"]] == [False] and bad["won"]
     with pytest.raises(ValueError, match="validity"):
@@ -225,6 +225,6 @@ def make_unlisted_env(**config):
 
 def test_admissible_validity_judges_format_alone_where_nothing_is_listed(monkeypatch):
     monkeypatch.setitem(ENVIRONMENTS, "toy_unlisted", (__name__, "make_unlisted_env", "VALIDITY_PROMPT"))
-    out = run(AgentExecutor(RolloutConfig(env="toy_unlisted", max_steps=1, validity="admissible")),
+    out = run(AgentExecutor(RolloutConfig(name="toy_unlisted", max_steps=1, validity="admissible")),
               FakeEngine(["<think>x</think><action>go forward</action>"]), task="0")
     assert out["won"] and [s["valid"] for s in out["steps"]] == [True]  # not "off an empty list"

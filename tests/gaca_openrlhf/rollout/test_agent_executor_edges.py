@@ -93,7 +93,7 @@ class FakeClock:
 def test_episode_dict_of_a_finished_episode(monkeypatch):
     """Every field, exact (the clock is scripted: reset 1 s, 2 x (generate 1 s + step 1 s))."""
     monkeypatch.setattr(executor_mod, "time", FakeClock())
-    out = run(AgentExecutor(RolloutConfig(env="toy", max_steps=2)), FakeEngine([LOOK, LOOK]), task="2")
+    out = run(AgentExecutor(RolloutConfig(name="toy", max_steps=2)), FakeEngine([LOOK, LOOK]), task="2")
     uid = out.pop("traj_uid")
     steps = out.pop("steps")
     assert out == dict(prompt="2", label="the label", failed=False, error="", won=False, score=0.0,
@@ -104,7 +104,7 @@ def test_episode_dict_of_a_finished_episode(monkeypatch):
 def test_episode_dict_of_an_episode_failed_at_reset(scripted, caplog):
     """Nothing overwritten after the failure; the env is closed; the failure is logged with its task."""
     with caplog.at_level(logging.WARNING, logger=executor_mod.logger.name):
-        out = run(AgentExecutor(RolloutConfig(env=scripted, env_kwargs={"fail_reset": True})), task="7")
+        out = run(AgentExecutor(RolloutConfig(name=scripted, kwargs={"fail_reset": True})), task="7")
     out.pop("traj_uid")
     assert out == dict(prompt="7", label="the label", steps=[], failed=True,
                        error="reset: EnvError('scripted reset failure')", won=False, score=0.0, task_type="",
@@ -114,7 +114,7 @@ def test_episode_dict_of_an_episode_failed_at_reset(scripted, caplog):
 
 
 def test_trajectory_uids_are_62_bit_and_distinct():
-    ex = AgentExecutor(RolloutConfig(env="toy", max_steps=1))
+    ex = AgentExecutor(RolloutConfig(name="toy", max_steps=1))
     uids = [run(ex, FakeEngine([LOOK]))["traj_uid"] for _ in range(24)]
     assert len(set(uids)) == 24 and all(0 <= u < 2**62 for u in uids)
 
@@ -122,7 +122,7 @@ def test_trajectory_uids_are_62_bit_and_distinct():
 def test_first_observation_info_kept_unless_the_last_step_overrides_it(scripted):
     """ALFWorld puts the task type in the reset info only: it must reach the episode (and a score from the last
     step wins over the reset's)."""
-    cfg = RolloutConfig(env=scripted, max_steps=1, env_kwargs={"reset_info": {"task_type_name": "pick_two", "score": 0.1},
+    cfg = RolloutConfig(name=scripted, max_steps=1, kwargs={"reset_info": {"task_type_name": "pick_two", "score": 0.1},
                                                                "step_info": {"score": 0.6}})
     out = run(AgentExecutor(cfg), FakeEngine([LOOK]))
     assert out["task_type"] == "pick_two" and out["score"] == 0.6
@@ -130,28 +130,28 @@ def test_first_observation_info_kept_unless_the_last_step_overrides_it(scripted)
 
 def test_step_limit_from_the_env_then_the_default(scripted):
     """``max_steps`` 0: the env's own limit (3 here); an env without one: 50 steps."""
-    out = run(AgentExecutor(RolloutConfig(env=scripted, env_kwargs={"max_steps": 3})))
+    out = run(AgentExecutor(RolloutConfig(name=scripted, kwargs={"max_steps": 3})))
     assert len(out["steps"]) == 3 and not out["failed"]
-    out = run(AgentExecutor(RolloutConfig(env=scripted)))
+    out = run(AgentExecutor(RolloutConfig(name=scripted)))
     assert len(out["steps"]) == 50
 
 
 def test_prompt_budget_leaves_room_for_one_response_token():
     """Prompt <= max_length - 1 tokens (the rest is the response), at least 1 token: catches +-1 in the budget."""
     engine = FakeEngine([])
-    run(AgentExecutor(RolloutConfig(env="toy", max_steps=1, prompt_max_len=4000)), engine, max_length=60)
+    run(AgentExecutor(RolloutConfig(name="toy", max_steps=1, prompt_max_len=4000)), engine, max_length=60)
     assert len(engine.calls[0][0]) == 59 and engine.calls[0][1].max_tokens == 1
     engine = FakeEngine([])
-    run(AgentExecutor(RolloutConfig(env="toy", max_steps=1, prompt_max_len=4000)), engine, max_length=2)
+    run(AgentExecutor(RolloutConfig(name="toy", max_steps=1, prompt_max_len=4000)), engine, max_length=2)
     assert len(engine.calls[0][0]) == 1 and engine.calls[0][1].max_tokens == 1
 
 
 def test_env_reused_after_a_finished_episode_and_closed_after_a_failed_one(scripted, caplog):
-    ex = AgentExecutor(RolloutConfig(env=scripted, max_steps=1))
+    ex = AgentExecutor(RolloutConfig(name=scripted, max_steps=1))
     run(ex, FakeEngine([LOOK]))
     run(ex, FakeEngine([LOOK]))
     assert len(CREATED) == 1 and CREATED[0].resets == 2 and CREATED[0].closed == 0  # one env, reused
-    bad = AgentExecutor(RolloutConfig(env=scripted, max_steps=3, env_kwargs={"fail_step_at": 1}))
+    bad = AgentExecutor(RolloutConfig(name=scripted, max_steps=3, kwargs={"fail_step_at": 1}))
     with caplog.at_level(logging.WARNING, logger=executor_mod.logger.name):
         out = run(bad, FakeEngine([LOOK, LOOK]), task="4")
     assert out["failed"] and out["error"] == "step 1: EnvError('scripted step failure')" and len(out["steps"]) == 1
@@ -160,7 +160,7 @@ def test_env_reused_after_a_finished_episode_and_closed_after_a_failed_one(scrip
 
 
 def test_close_failure_is_logged_not_raised(scripted, caplog):
-    ex = AgentExecutor(RolloutConfig(env=scripted, env_kwargs={"fail_reset": True, "fail_close": True}))
+    ex = AgentExecutor(RolloutConfig(name=scripted, kwargs={"fail_reset": True, "fail_close": True}))
     with caplog.at_level(logging.WARNING, logger=executor_mod.logger.name):
         out = run(ex)
     assert out["failed"] and CREATED[0].closed == 1
@@ -168,7 +168,7 @@ def test_close_failure_is_logged_not_raised(scripted, caplog):
 
 
 def test_env_calls_and_close_are_bounded_in_time(scripted, monkeypatch):
-    """reset/step wait at most ``env_timeout_s``; closing a (dead) env at most 30 s."""
+    """reset/step wait at most ``timeout_s``; closing a (dead) env at most 30 s."""
     timeouts = []
     real_wait_for = asyncio.wait_for
 
@@ -177,7 +177,7 @@ def test_env_calls_and_close_are_bounded_in_time(scripted, monkeypatch):
         return await real_wait_for(aw, timeout)
 
     monkeypatch.setattr(executor_mod.asyncio, "wait_for", wait_for)
-    ex = AgentExecutor(RolloutConfig(env=scripted, max_steps=1, env_timeout_s=7.5, env_kwargs={"fail_step_at": 0}))
+    ex = AgentExecutor(RolloutConfig(name=scripted, max_steps=1, timeout_s=7.5, kwargs={"fail_step_at": 0}))
     run(ex, FakeEngine([LOOK]))
     assert timeouts == [7.5, 7.5, 7.5, 30]  # make env, reset, step (fails), close
 
@@ -189,7 +189,7 @@ def test_fault_drill_kills_the_env_worker_once(scripted, monkeypatch):
 
     killed = []
     monkeypatch.setattr(ray, "kill", lambda actor, no_restart: killed.append((actor, no_restart)))
-    ex = AgentExecutor(RolloutConfig(env=scripted, max_steps=2, kill_worker_at_step=1, kill_worker_episodes=1))
+    ex = AgentExecutor(RolloutConfig(name=scripted, max_steps=2, kill_worker_at_step=1, kill_worker_episodes=1))
     ex._make_env()  # prime the pool with an env that has a worker handle
     ex._idle_envs = [CREATED[0]]
     CREATED[0]._actor = "actor-0"
@@ -202,7 +202,7 @@ def test_step_records_carry_the_anchor_id_and_text(scripted):
     """Similarity grouping reads ``anchor_text``; step grouping the int ``anchor_id`` of the observation acted on."""
     from agents.prompts import anchor_id
 
-    out = run(AgentExecutor(RolloutConfig(env=scripted, max_steps=2)), FakeEngine([LOOK, LOOK]))
+    out = run(AgentExecutor(RolloutConfig(name=scripted, max_steps=2)), FakeEngine([LOOK, LOOK]))
     assert [s["anchor_text"] for s in out["steps"]] == ["start", "obs 1"]
     assert [s["anchor_id"] for s in out["steps"]] == [anchor_id("start"), anchor_id("obs 1")]
     assert all(type(s["anchor_id"]) is int for s in out["steps"])
@@ -211,7 +211,7 @@ def test_step_records_carry_the_anchor_id_and_text(scripted):
 def test_stop_string_kept_in_the_response():
     """The response ends with ``</action>`` as the policy produced it (the trainer scores those tokens too)."""
     engine = FakeEngine([LOOK])
-    run(AgentExecutor(RolloutConfig(env="toy", max_steps=1)), engine)
+    run(AgentExecutor(RolloutConfig(name="toy", max_steps=1)), engine)
     assert engine.calls[0][1].include_stop_str_in_output is True
 
 
@@ -222,7 +222,7 @@ def test_fault_drill_at_step_zero_and_off_by_default(scripted, monkeypatch):
     monkeypatch.setattr(ray, "kill", lambda actor, no_restart: killed.append(actor))
     for at_step, want in ((-1, []), (0, ["actor"])):  # -1 (default): never
         CREATED.clear()
-        ex = AgentExecutor(RolloutConfig(env=scripted, max_steps=1, kill_worker_at_step=at_step))
+        ex = AgentExecutor(RolloutConfig(name=scripted, max_steps=1, kill_worker_at_step=at_step))
         ex._idle_envs = [make_scripted_env()]
         CREATED[0]._actor = "actor"
         killed.clear()
@@ -231,7 +231,7 @@ def test_fault_drill_at_step_zero_and_off_by_default(scripted, monkeypatch):
 
 
 def test_env_creation_failure_fails_the_episode_without_closing_anything(scripted, caplog):
-    ex = AgentExecutor(RolloutConfig(env=scripted, env_kwargs={"no_such_option": 1}))
+    ex = AgentExecutor(RolloutConfig(name=scripted, kwargs={"no_such_option": 1}))
     with caplog.at_level(logging.WARNING, logger=executor_mod.logger.name):
         out = run(ex)
     assert out["failed"] and out["error"].startswith("reset: TypeError(")
@@ -240,13 +240,13 @@ def test_env_creation_failure_fails_the_episode_without_closing_anything(scripte
 
 def test_prompt_truncation_is_logged(caplog):
     with caplog.at_level(logging.WARNING, logger=executor_mod.logger.name):
-        run(AgentExecutor(RolloutConfig(env="toy", max_steps=1, prompt_max_len=50)), FakeEngine([LOOK]))
+        run(AgentExecutor(RolloutConfig(name="toy", max_steps=1, prompt_max_len=50)), FakeEngine([LOOK]))
     assert "[gaca rollout] step prompt of" in caplog.text and "left-truncated to 50" in caplog.text
 
 
 def test_response_cut_at_the_token_limit_is_invalid_even_if_it_parses():
     """The shared validity rule gets the finish reason (catches it dropped: the tags of this one parse)."""
-    out = run(AgentExecutor(RolloutConfig(env="toy", max_steps=1)), FakeEngine([LOOK], finish="length"))
+    out = run(AgentExecutor(RolloutConfig(name="toy", max_steps=1)), FakeEngine([LOOK], finish="length"))
     assert out["steps"][0]["valid"] is False and out["steps"][0]["truncated"] is True
 
 
@@ -255,10 +255,10 @@ def test_fault_drill_skips_envs_without_a_worker(scripted, monkeypatch):
     import ray
 
     monkeypatch.setattr(ray, "kill", lambda *a, **k: pytest.fail("no worker to kill"))
-    out = run(AgentExecutor(RolloutConfig(env=scripted, max_steps=1, kill_worker_at_step=0)), FakeEngine([LOOK]))
+    out = run(AgentExecutor(RolloutConfig(name=scripted, max_steps=1, kill_worker_at_step=0)), FakeEngine([LOOK]))
     assert not out["failed"] and len(out["steps"]) == 1
 
 
 def test_task_type_empty_when_the_env_reports_none(scripted):
-    out = run(AgentExecutor(RolloutConfig(env=scripted, max_steps=1)), FakeEngine([LOOK]))
+    out = run(AgentExecutor(RolloutConfig(name=scripted, max_steps=1)), FakeEngine([LOOK]))
     assert out["task_type"] == "" and out["score"] == 0.0  # no score info: float(won)

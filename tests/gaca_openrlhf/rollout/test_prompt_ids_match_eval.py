@@ -68,7 +68,7 @@ class Generator:
 def test_training_and_eval_render_identical_prompt_ids(tokenizer):
     engine = Engine(tokenizer)
     params = SimpleNamespace(max_tokens=64, logprobs=None, stop=None, include_stop_str_in_output=False)
-    ex = AgentExecutor(RolloutConfig(env="toy", history_k=2, prompt_max_len=4096, max_new_tokens=64))
+    ex = AgentExecutor(RolloutConfig(name="toy", history_k=2, prompt_max_len=4096, max_new_tokens=64))
     out = asyncio.run(ex.execute("1", "", params, 8192, tokenizer, engine))
     assert out["won"] and [s["valid"] for s in out["steps"]] == [True, False, True]
 
@@ -96,12 +96,15 @@ def test_eval_runner_handles_invalid_responses_as_training_does(tokenizer, mode,
     """Default: the invalid step-2 response moves the agent (verl-agent); with "noop" it does not, in both loops."""
     engine = Engine(tokenizer)
     params = SimpleNamespace(max_tokens=64, logprobs=None, stop=None, include_stop_str_in_output=False)
-    cfg = dict(env="toy", history_k=2, prompt_max_len=4096, max_new_tokens=64, max_steps=3)
+    # the episode settings both configs share by name; the environment is RolloutConfig.name (--env.name) and
+    # RunConfig.env (the eval CLI's --env)
+    cfg = dict(history_k=2, prompt_max_len=4096, max_new_tokens=64, max_steps=3)
     if mode != "execute":
         cfg["invalid_action"] = mode
-    out = asyncio.run(AgentExecutor(RolloutConfig(**cfg)).execute("1", "", params, 8192, tokenizer, engine))
+    ex = AgentExecutor(RolloutConfig(name="toy", **cfg))
+    out = asyncio.run(ex.execute("1", "", params, 8192, tokenizer, engine))
     gen = Generator(tokenizer)
-    records, _ = run_episodes(["1"], RunConfig(**cfg), gen, tokenizer_encoder(tokenizer), progress=False)
+    records, _ = run_episodes(["1"], RunConfig(env="toy", **cfg), gen, tokenizer_encoder(tokenizer), progress=False)
     assert out["won"] is records[0]["won"] is won
     assert engine.prompts == gen.prompts
     second = tokenizer.decode(gen.prompts[2])

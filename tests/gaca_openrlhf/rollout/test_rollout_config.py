@@ -13,8 +13,8 @@ from gaca_openrlhf.rollout.config import ENV_VAR, RolloutConfig
 
 
 def test_round_trip_through_the_environment(monkeypatch):
-    cfg = RolloutConfig(env="toy", env_kwargs={"length": 6}, history_k=0, max_steps=7, prompt_max_len=99,
-                        max_new_tokens=11, stop=["</a>"], env_timeout_s=3.5, invalid_action="noop",
+    cfg = RolloutConfig(name="toy", kwargs={"length": 6}, history_k=0, max_steps=7, prompt_max_len=99,
+                        max_new_tokens=11, stop=["</a>"], timeout_s=3.5, invalid_action="noop",
                         kill_worker_at_step=2, kill_worker_episodes=4)
     env = cfg.to_env()
     assert list(env) == [ENV_VAR] == ["GACA_ROLLOUT_CONFIG"]
@@ -41,8 +41,8 @@ def _args(**env):
 def test_from_args_reads_each_field_by_its_own_name():
     """Catches: a field read from another option, the JSON kwargs not parsed, the response budget or seed not from
     their OpenRLHF options, or the prompt limit not derived from data.max_len minus the budget (floor 1)."""
-    cfg = RolloutConfig.from_args(_args(env="toy", env_kwargs='{"length": 6}', env_timeout_s=3.5, history_k=0))
-    assert (cfg.env, cfg.env_kwargs, cfg.env_timeout_s, cfg.history_k) == ("toy", {"length": 6}, 3.5, 0)
+    cfg = RolloutConfig.from_args(_args(name="toy", kwargs='{"length": 6}', timeout_s=3.5, history_k=0))
+    assert (cfg.name, cfg.kwargs, cfg.timeout_s, cfg.history_k) == ("toy", {"length": 6}, 3.5, 0)
     assert (cfg.max_new_tokens, cfg.prompt_max_len, cfg.seed) == (256, 2048 - 256, 5)
     a = _args(prompt_max_len=300)
     a.rollout.max_new_tokens, a.data.max_len = 40, 10
@@ -55,4 +55,4 @@ def test_default_environment_is_the_registrys():
     """Catches: RolloutConfig's default environment disagreeing with the CLI's (both are the registry's default)."""
     from agents.registry import DEFAULT_ENV
 
-    assert RolloutConfig().env == DEFAULT_ENV == RolloutConfig.from_args(_args()).env
+    assert RolloutConfig().name == DEFAULT_ENV == RolloutConfig.from_args(_args()).name

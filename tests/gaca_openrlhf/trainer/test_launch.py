@@ -27,7 +27,7 @@ from gaca_openrlhf.trainer.backends.cpu import CPUBackend
 from gaca_openrlhf.trainer.backends.gpu import GPUBackend
 from gaca_openrlhf.trainer.backends.rehearsal import RehearsalBackend
 from gaca_openrlhf.cpu import SETUP_HOOK
-from gaca_openrlhf.rollout.config import ENV_VAR
+from gaca_openrlhf.rollout.config import ENV_VAR, RolloutConfig
 
 BASE = ["--actor.model_name_or_path", "/models/m", "--actor.num_gpus_per_node", "2", "--vllm.num_engines", "2",
         "--rollout.batch_size", "4", "--rollout.n_samples_per_prompt", "2", "--algo.kl.init_coef", "0",
@@ -38,33 +38,39 @@ def _args(*extra):
     return parse_args(BASE + list(extra))
 
 
-# ---------------------------------------------------------------------------------------------- rollout_config
+# ------------------------------------------------------------------------------- the rollout config shipped
+
+
+def shipped(a) -> RolloutConfig:
+    """The rollout config the Ray workers of run ``a`` read (``GACA_ROLLOUT_CONFIG``, launch.worker_env_vars)."""
+    return RolloutConfig(**json.loads(launch.worker_env_vars(a)[ENV_VAR]))
 
 
 def test_rollout_config_from_the_cli_options():
-    """Catches: any --env.* option not passed on (history_k, max_steps, timeout, invalid_action, validity, kill drill,
-    kwargs JSON), or the prompt limit/response budget swapped."""
+    """Catches: any --env.* option not passed on to the workers (history_k, max_steps, timeout, invalid_action,
+    validity, kill drill, kwargs JSON), or the prompt limit/response budget swapped."""
     a = _args("--env.kwargs", '{"size": 3, "name": "x"}', "--env.history_k", "5", "--env.max_steps", "7",
               "--env.prompt_max_len", "300", "--rollout.max_new_tokens", "40", "--env.timeout_s", "9.5",
               "--env.invalid_action", "noop", "--env.kill_worker_at_step", "3", "--env.validity", "admissible")
     a.env.name = "webshop"  # not RolloutConfig's default ("toy")
-    cfg = launch.rollout_config(a)
-    assert (cfg.env, cfg.env_kwargs, cfg.history_k, cfg.max_steps) == ("webshop", {"size": 3, "name": "x"}, 5, 7)
-    assert (cfg.prompt_max_len, cfg.max_new_tokens, cfg.env_timeout_s) == (300, 40, 9.5)
+    cfg = shipped(a)
+    assert cfg == RolloutConfig.from_args(a)  # one builder of the config: the CLI's own
+    assert (cfg.name, cfg.kwargs, cfg.history_k, cfg.max_steps) == ("webshop", {"size": 3, "name": "x"}, 5, 7)
+    assert (cfg.prompt_max_len, cfg.max_new_tokens, cfg.timeout_s) == (300, 40, 9.5)
     assert (cfg.invalid_action, cfg.kill_worker_at_step, cfg.validity) == ("noop", 3, "admissible")
 
 
 def test_rollout_config_defaults():
     """Catches: the 256-token default response budget changed, the prompt limit not derived from data.max_len minus
     the budget (or its floor of 1 lost), env kwargs not {} without --env.kwargs."""
-    cfg = launch.rollout_config(_args())  # --rollout.max_new_tokens unset, data.max_len 2048
-    assert cfg.max_new_tokens == 256 and cfg.prompt_max_len == 2048 - 256 and cfg.env_kwargs == {}
-    assert (cfg.history_k, cfg.max_steps, cfg.env_timeout_s, cfg.invalid_action, cfg.kill_worker_at_step) == \
+    cfg = shipped(_args())  # --rollout.max_new_tokens unset, data.max_len 2048
+    assert cfg.max_new_tokens == 256 and cfg.prompt_max_len == 2048 - 256 and cfg.kwargs == {}
+    assert (cfg.history_k, cfg.max_steps, cfg.timeout_s, cfg.invalid_action, cfg.kill_worker_at_step) == \
         (2, 0, 120.0, "execute", -1)
     assert cfg.validity == "format"  # verl-agent's rule unless the ablation is asked for
-    cfg = launch.rollout_config(_args("--data.max_len", "100", "--rollout.max_new_tokens", "60"))
+    cfg = shipped(_args("--data.max_len", "100", "--rollout.max_new_tokens", "60"))
     assert cfg.prompt_max_len == 40 and cfg.max_new_tokens == 60
-    cfg = launch.rollout_config(_args("--data.max_len", "50", "--rollout.max_new_tokens", "60"))
+    cfg = shipped(_args("--data.max_len", "50", "--rollout.max_new_tokens", "60"))
     assert cfg.prompt_max_len == 1  # never 0 or negative
 
 
@@ -227,7 +233,7 @@ def test_each_backend_is_chosen_by_its_name(monkeypatch, requested, env, expecte
     monkeypatch.delenv("GACA_BACKEND", raising=False)
     if env:
         monkeypatch.setenv("GACA_BACKEND", env)
-    a = _args("--gaca.backend", requested)
+    a = _args("--run.backend", requested)
     chosen = backends.choose(a)
     assert type(chosen) is expected and chosen.args is a and chosen.name == {
         GPUBackend: "gpu", CPUBackend: "cpu", RehearsalBackend: "rehearsal"}[expected]
@@ -259,7 +265,7 @@ def test_init_ray_env_vars_gpu(rig, monkeypatch):
     assert set(kw["runtime_env"]) == {"env_vars"}
     assert env["TOKENIZERS_PARALLELISM"] == "true" and env["NCCL_DEBUG"] == "WARN"
     assert env["RAY_ENABLE_ZERO_COPY_TORCH_TENSORS"] == "1"
-    assert json.loads(env[ENV_VAR])["history_k"] == 4 and json.loads(env[ENV_VAR])["env"] == "toy"
+    assert json.loads(env[ENV_VAR])["history_k"] == 4 and json.loads(env[ENV_VAR])["name"] == "toy"
 
 
 def test_init_ray_keeps_the_callers_env_and_cpu_runtime_env(rig, monkeypatch):
@@ -299,7 +305,7 @@ def test_train_leaves_a_running_ray_alone(rig, backend):
     """Catches: a second ray.init (or the rehearsal's Ray start) when Ray is already up."""
     rig.ray.initialized = True
     a = _args()
-    a.gaca.backend = backend  # set after parsing, as in _gpu: the parser checks the dtype against the machine
+    a.run.backend = backend  # set after parsing, as in _gpu: the parser checks the dtype against the machine
     launch.train(a)
     assert not calls(rig.log, "ray.init") and not calls(rig.log, "rehearsal.init_ray")
     assert "fit" in names(rig.log)
@@ -310,7 +316,7 @@ def test_train_leaves_a_running_ray_alone(rig, backend):
 
 def _gpu(*extra):
     a = _args(*extra)
-    a.gaca.backend = "gpu"
+    a.run.backend = "gpu"
     return a
 
 
@@ -443,7 +449,7 @@ def test_train_cpu_wiring(rig):
     create_cpu_vllm_engines dropped or changed (one engine when --vllm.num_engines is 0, seed, max_len, memory share,
     the dtype from --ds.param_dtype, agent function, prefix caching, determinism), the CPU actor group / policy
     class not used, actors not duplicated, or the trainer given a CPU slot (it starves the env workers)."""
-    a = _args("--gaca.backend", "cpu", "--train.seed", "3", "--vllm.gpu_memory_utilization", "0.3",
+    a = _args("--run.backend", "cpu", "--train.seed", "3", "--vllm.gpu_memory_utilization", "0.3",
               "--vllm.enable_prefix_caching", "--data.max_len", "600", "--ds.param_dtype", "bf16")
     a.vllm.num_engines = 0
     a.train.full_determinism_enable = True
@@ -462,21 +468,21 @@ def test_train_cpu_wiring(rig):
     assert gargs == (1, 2, "CPUPolicy") and gkw == {"group": "CPURayActorGroup", "duplicate_actors": 2}
     assert calls(log, "trainer.options") == [((), {"num_cpus": 0})]
     assert not calls(log, "rehearsal.write_report")
-    a2 = _args("--gaca.backend", "cpu", "--vllm.num_engines", "3")
+    a2 = _args("--run.backend", "cpu", "--vllm.num_engines", "3")
     a2.ds.param_dtype = "fp16"
     rig.log.clear()
     launch.train(a2)
     ((eargs, ekw),) = calls(log, "create_cpu_vllm_engines")
     assert eargs[0] == 3 and ekw["dtype"] == "float16"
     rig.log.clear()
-    launch.train(_args("--gaca.backend", "cpu", "--ds.param_dtype", "fp32"))
+    launch.train(_args("--run.backend", "cpu", "--ds.param_dtype", "fp32"))
     ((_, ekw),) = calls(log, "create_cpu_vllm_engines")
     assert ekw["dtype"] == "float32"  # the engines sample from the dtype the actor trains in
 
 
 def test_train_cpu_ref_model_with_kl(rig):
     """Catches: the reference model made without KL (or not with it), or on the CPU its group not the CPU one."""
-    a = _args("--gaca.backend", "cpu", "--algo.kl.init_coef", "0.001", "--algo.kl.use_loss")
+    a = _args("--run.backend", "cpu", "--algo.kl.init_coef", "0.001", "--algo.kl.use_loss")
     launch.train(a)
     groups = calls(rig.log, "group")
     assert [g[0][2] for g in groups] == ["CPUPolicy", "Ref"]
@@ -487,7 +493,7 @@ def test_train_cpu_ref_model_with_kl(rig):
 def test_train_cpu_ignores_colocation(rig):
     """Catches: a placement group made on the CPU backend (its actors are scheduled by CPUs alone) when the GPU
     colocation flags are given, or the engines / groups handed one."""
-    a = _args("--gaca.backend", "cpu", "--train.colocate_all", "--train.colocate_critic_reward")
+    a = _args("--run.backend", "cpu", "--train.colocate_all", "--train.colocate_critic_reward")
     a.critic.model_name_or_path, a.reward.remote_url = "/models/c", None
     launch.train(a)
     assert not calls(rig.log, "placement_group") and calls(rig.log, "create_cpu_vllm_engines")
@@ -500,7 +506,7 @@ def test_train_rehearsal_wiring_and_report(rig, capsys):
     """Catches, in a rehearsal: its argument check or Ray start skipped, the CPU patches not applied, OpenRLHF's
     engine factory used instead of the rehearsal's (blob sync), the rehearsal policy not used, or the report not
     written with the output dir, engines, colocated placement group and policy actors."""
-    a = _args("--gaca.backend", "rehearsal", "--train.colocate_all", "--ckpt.output_dir", "/out")
+    a = _args("--run.backend", "rehearsal", "--train.colocate_all", "--ckpt.output_dir", "/out")
     a.actor.num_gpus_per_node, a.vllm.num_engines = 2, 2
     launch.train(a)
     log = rig.log
@@ -524,7 +530,7 @@ def test_train_rehearsal_report_after_a_failed_fit(rig, monkeypatch, capsys):
     """Catches: the rehearsal report skipped when training fails, a failing report masking the training error, or
     its failure message lost."""
     rig.trainer.fit_error = RuntimeError("fit broke")
-    a = _args("--gaca.backend", "rehearsal")
+    a = _args("--run.backend", "rehearsal")
     with pytest.raises(RuntimeError, match="fit broke"):
         launch.train(a)
     assert len(calls(rig.log, "rehearsal.write_report")) == 1 and not calls(rig.log, "save")

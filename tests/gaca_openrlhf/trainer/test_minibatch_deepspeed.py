@@ -90,7 +90,7 @@ def worker(rank: int, port: int, out: str, variant: str = "padded") -> None:
         "--actor.model_name_or_path", model, "--actor.num_gpus_per_node", "2", "--vllm.num_engines", "1",
         "--rollout.batch_size", "2", "--rollout.n_samples_per_prompt", "2", "--rollout.micro_batch_size", "2",
         "--algo.kl.init_coef", "0", "--algo.advantage.estimator", "grpo", "--gaca.mode", "mean_norm",
-        "--env.env", "toy", "--train.micro_batch_size", "1", "--run.mini_batch_steps", "8", "--ds.zero_stage", "2",
+        "--env.name", "toy", "--train.micro_batch_size", "1", "--run.mini_batch_steps", "8", "--ds.zero_stage", "2",
         "--ds.attn_implementation", "sdpa", "--actor.adam.lr", str(LR), "--actor.adam.eps", str(EPS),
         "--actor.adam.betas", "0.9", "0.999", "--actor.lr_scheduler", "cosine", "--actor.lr_warmup_ratio", "0",
         "--actor.max_norm", "1e9", "--ckpt.path", os.path.join(out, "ckpt"), "--ckpt.output_dir", out,

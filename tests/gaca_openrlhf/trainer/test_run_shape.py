@@ -83,7 +83,7 @@ def test_the_shape_is_frozen():
 # ------------------------------------------------------------------------------------------------ the real CLI
 
 BASE = ["--actor.model_name_or_path", "m", "--vllm.num_engines", "1", "--rollout.batch_size", "4",
-        "--rollout.n_samples_per_prompt", "2", "--algo.kl.init_coef", "0", "--env.env", "toy"]
+        "--rollout.n_samples_per_prompt", "2", "--algo.kl.init_coef", "0", "--env.name", "toy"]
 
 
 @pytest.mark.parametrize("nodes, gpus, ring, tp, micro, mini, dp", [
