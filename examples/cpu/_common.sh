@@ -35,10 +35,10 @@ COMMON_ARGS=(
   --vllm.num_engines 1 --vllm.gpu_memory_utilization 0.1
   --data.input_key input --data.max_len 2048
   --rollout.batch_size 2 --rollout.n_samples_per_prompt 2 --rollout.temperature 1.0 --rollout.micro_batch_size 4
-  --train.micro_batch_size 2 --train.max_epochs 1 --gaca.mini_batch_steps 24
+  --train.micro_batch_size 2 --train.max_epochs 1 --run.mini_batch_steps 24
   --algo.advantage.estimator "${ESTIMATOR:-gaca}" --algo.kl.init_coef 0
   --actor.adam.lr 1e-4 --actor.lr_warmup_ratio 0 --ds.zero_stage 2 --ds.attn_implementation sdpa
-  --gaca.max_iterations 2
+  --run.max_iterations 2
 )
 
 WEBSHOP_DEFAULT_PORT=free WEBSHOP_DEFAULT_PRODUCTS=1000 WEBSHOP_DEFAULT_THREADS=4
