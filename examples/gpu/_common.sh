@@ -155,6 +155,55 @@ train_micro() {
   echo "$m"
 }
 
+# resume_checkpoint_check DIR: with RESUME=1, what training will continue from, checked before anything starts. DIR
+# ($SAVE_PATH/ckpt/_actor) holds the DeepSpeed checkpoints and 'latest', the tag of the last complete one: rank 0 writes
+# it only after that checkpoint's files, so a run killed while saving leaves it at the previous, complete checkpoint.
+# - no DIR: a note, training starts at iteration 1 -- unless SAVE_PATH holds a finished run's final model (its DeepSpeed
+#   checkpoints pruned, prune_ds_checkpoints): an error, as starting over would overwrite it;
+# - DIR without 'latest' (the run was stopped while saving its first checkpoint: nothing complete to continue from,
+#   and train_ppo would stop on the empty checkpoint state, KeyError 'episode'): DIR is moved aside to
+#   DIR.incomplete-<time> (kept, not deleted) and training starts at iteration 1;
+# - 'latest' naming a checkpoint that is missing or lacks its model or optimizer states (CKPT_MAX_NUM=1: the rotation
+#   deletes the only checkpoint before the next one is complete): an error (exit 1) naming the other checkpoints.
+# With DRY_RUN=1 the move is printed, not run.
+resume_checkpoint_check() {
+  local dir="$1" tag="" aside d others=()
+  if [[ ! -d "$dir" ]]; then
+    if final_model_saved "$SAVE_PATH"; then
+      echo "error: RESUME=1: $SAVE_PATH holds a finished run (its final model) and no DeepSpeed checkpoint under $dir" \
+           "to continue from (pruned?): resuming would start it over at iteration 1 and overwrite it. Another" \
+           "SAVE_PATH, or no RESUME=1 to train it again from iteration 1" >&2
+      exit 1
+    fi
+    [[ "$DRY_RUN" == "1" ]] || echo "[examples/gpu] RESUME=1: no checkpoint under $dir: training starts at iteration 1" >&2
+    return 0
+  fi
+  [[ ! -f "$dir/latest" ]] || tag="$(tr -d '[:space:]' < "$dir/latest")"
+  if [[ -z "$tag" ]]; then
+    aside="$dir.incomplete-$(date +%Y%m%d-%H%M%S)"
+    [[ ! -e "$aside" ]] || aside="$aside-$$"
+    echo "[examples/gpu] RESUME=1: $dir holds no complete checkpoint (no 'latest': the run was stopped while saving" \
+         "its first checkpoint): moved aside to $aside, training starts at iteration 1" >&2
+    run_cmd mv -- "$dir" "$aside"
+    return 0
+  fi
+  if ds_checkpoint_saved "$dir/$tag"; then
+    echo "[examples/gpu] RESUME=1: continuing from the checkpoint $dir/$tag" >&2
+    return 0
+  fi
+  for d in "$dir"/*/; do d="${d%/}"; ds_checkpoint_saved "$d" && others+=("${d##*/}"); done
+  echo "error: RESUME=1: $dir/latest names '$tag', but $dir/$tag is missing or holds no model/optimizer states (the" \
+       "run was stopped while that checkpoint was written or rotated away; CKPT_MAX_NUM=1 deletes the only checkpoint" \
+       "before the next is complete). Other checkpoints there: ${others[*]:-none}. To continue from one of them:" \
+       "echo TAG > $dir/latest; to start over: no RESUME=1 (or another SAVE_PATH)" >&2
+  exit 1
+}
+
+# ds_checkpoint_saved DIR: DIR (a DeepSpeed checkpoint tag folder) holds model and optimizer state files
+ds_checkpoint_saved() {
+  compgen -G "$1/*model_states.pt" > /dev/null && compgen -G "$1/*optim_states.pt" > /dev/null
+}
+
 # verl-agent / paper defaults (FACTS.md "Reference numbers") in OpenRLHF 0.11.2's dotted options + the project's.
 common_args() {
   COMMON_ARGS=(
@@ -183,6 +232,7 @@ common_args() {
   # (gaca_openrlhf/trainer/metrics.py). Without it a run starts at iteration 1 and an earlier metrics.jsonl in
   # $SAVE_PATH is moved aside, never appended to.
   if [[ "${RESUME:-0}" == "1" ]]; then
+    resume_checkpoint_check "$SAVE_PATH/ckpt/_actor"
     COMMON_ARGS+=(--ckpt.load_enable)
   fi
   if [[ "$REHEARSAL" == "1" ]]; then  # README "Rehearsal": what differs from the node
@@ -513,9 +563,18 @@ prune_ds_checkpoints() {
 # train_run RUN CMD...: run one training (CMD, a training script for the run folder RUN) of the comparison or ablation
 # scripts: with EVAL_CKPTS=1 every HF checkpoint is kept in RUN/hf/ (hf_keeper_start/stop; the training script's
 # preflight counts them: KEEP_HF_CKPTS), then the finished run's DeepSpeed checkpoints are pruned (prune_ds_checkpoints).
+# RESUME=1 (the script run again after an interruption): a finished run whose DeepSpeed checkpoints were pruned has
+# nothing to continue from (its training script would refuse it: resume_checkpoint_check) and is not trained again;
+# one whose checkpoints were kept (KEEP_DS_CKPT=1) continues from them, as any other.
 train_run() {
   local run="$1"
   shift
+  if [[ "${RESUME:-0}" == "1" && ! -d "$run/ckpt/_actor" ]] && final_model_saved "$run"; then
+    echo "[examples/gpu] RESUME=1: $run has finished (final model saved, DeepSpeed checkpoints pruned): not" \
+         "trained again" >&2
+    [[ "${EVAL_CKPTS:-0}" != "1" || "$DRY_RUN" == "1" ]] || keep_hf_checkpoints "$run" all
+    return 0
+  fi
   if [[ "${EVAL_CKPTS:-0}" == "1" ]]; then
     hf_keeper_start "$run"
     KEEP_HF_CKPTS=1 "$@"

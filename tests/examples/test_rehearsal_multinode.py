@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 
 import pytest
+from script_fakes import write_fake_python  # same folder (rootdir import mode)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GPU = os.path.join(ROOT, "examples", "gpu")
@@ -33,25 +34,6 @@ SCRIPT_VARS = ("MODEL", "DRY_RUN", "WEBSHOP_URL", "ALFWORLD_DATA", "MINI_BATCH_S
                "REHEARSAL_DTYPE", "RAY_ADDRESS", "GACA_REHEARSAL_CLUSTER", "PYTHON", "GPU_PREFLIGHT", "RESUME",
                "REHEARSAL", "SAVE_PATH", "REHEARSAL_NODE_CPUS", "ENV_WORKER_CPUS")
 
-FAKE_PYTHON = r"""#!/usr/bin/env bash
-# stands in for the project's python: records each call (with RAY_ADDRESS); the cluster's start prints an address
-echo "RAY_ADDRESS=${RAY_ADDRESS:-} $*" >> "$FAKE_LOG"
-arg() { local want="$1"; shift; while (( $# )); do [[ "$1" == "$want" ]] && { echo "$2"; return; }; shift; done; }
-case "$*" in
-  "-m gaca_openrlhf.cpu.local_cluster start"*) echo "started" >&2; echo "127.0.0.1:4242"; exit 0 ;;
-  "-m gaca_openrlhf.cpu.local_cluster stop"*) rm -rf "$(arg --state-dir "$@")"; exit 0 ;;
-  "-m gaca_openrlhf.cpu.rehearsal_check"*) exit "${FAKE_CHECK_EXIT:-0}" ;;
-  "-m gaca_openrlhf.preflight"*) exit 0 ;;
-  "-m gaca_openrlhf.cli.train_ppo"*) exit "${FAKE_TRAIN_EXIT:-0}" ;;
-  "-m agents.alfworld generate"*) out="$(arg --out "$@")"; mkdir -p "$out/json_2.1.1/train"
-                                 arg --num-games "$@" > "$out/num_games" ;;
-  "-m gaca_openrlhf.rollout.tasks alfworld"*)
-    data="$(arg --data "$@")"; out="$(arg --out "$@")"; mkdir -p "$(dirname "$out")"
-    for i in $(seq 1 "$(cat "$data/num_games")"); do echo "{\"input\": \"game$i\"}"; done > "$out" ;;
-esac
-exit 0
-"""
-
 
 def script_env(env):
     full = dict(os.environ)
@@ -62,16 +44,14 @@ def script_env(env):
 
 
 def fake_run(tmp_path, **env):
-    py = tmp_path / "python"
-    py.write_text(FAKE_PYTHON)
-    py.chmod(0o755)
+    py = write_fake_python(tmp_path / "python")  # each call recorded with the RAY_ADDRESS it saw
     log = tmp_path / "calls.log"
     model = tmp_path / "model"
     model.mkdir(exist_ok=True)
     (model / "config.json").write_text("{}")
     full = script_env({"REHEARSAL": "1", "NUM_NODES": "2", "GPUS_PER_NODE": "1", "PYTHON": str(py),
-                       "FAKE_LOG": str(log), "MODEL": str(model), "SAVE_PATH": str(tmp_path / "run"),
-                       "GACA_CACHE": str(tmp_path / "cache"), **env})
+                       "FAKE_LOG": str(log), "FAKE_LOG_RAY_ADDRESS": "1", "MODEL": str(model),
+                       "SAVE_PATH": str(tmp_path / "run"), "GACA_CACHE": str(tmp_path / "cache"), **env})
     res = subprocess.run(["bash", os.path.join(GPU, "train_gaca_alfworld.sh")], cwd=ROOT, env=full,
                          capture_output=True, text=True, timeout=120)
     calls = log.read_text().splitlines() if log.exists() else []
