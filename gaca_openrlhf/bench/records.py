@@ -276,7 +276,8 @@ def val_curve_lines(rec_dir: Path, final_iteration) -> list[str]:
 
 def plot_record(rec_dir) -> Path | None:
     """``results/NAME/curves.png``: training success per iteration (mean +- SD over training seeds, per method) and
-    the validation curve (mean over seeds and games), drawn from the record alone."""
+    the validation curve (mean +- SD over training seeds of each seed's success on the panel), drawn from the record
+    alone."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -314,12 +315,16 @@ def plot_record(rec_dir) -> Path | None:
                     and all((d / f"val_step{k}.jsonl").is_file() for k in steps) and (d / "val.jsonl").is_file()]
             if not runs:
                 continue
-            ys = [warm] + [success_matrix({i: _read_jsonl(d / f"val_step{k}.jsonl") for i, d in enumerate(runs)},
-                                          games)[0].mean() for k in steps]
-            ys.append(success_matrix({i: _read_jsonl(d / "val.jsonl") for i, d in enumerate(runs)}, games)[0].mean())
-            ax2.plot([0] + steps + [final], [100 * y for y in ys], marker="o", label=f"{m.upper()} ({len(runs)} seeds)")
+            # per point: each training seed's success over the panel's games, then mean and SD over seeds (the band)
+            per_seed = [np.full(len(runs), warm)] + [
+                success_matrix({i: _read_jsonl(d / f"{name}.jsonl") for i, d in enumerate(runs)}, games)[0].mean(axis=1)
+                for name in [f"val_step{k}" for k in steps] + ["val"]]
+            ys, sds = np.array([p.mean() for p in per_seed]), np.array([p.std() for p in per_seed])
+            xs = [0] + steps + [final]
+            ax2.plot(xs, 100 * ys, marker="o", label=f"{m.upper()} ({len(runs)} seeds)")
+            ax2.fill_between(xs, 100 * (ys - sds), 100 * (ys + sds), alpha=0.15)
         ax2.set(xlabel="RL iteration", ylabel="validation success (%)",
-                title=f"Validation panel ({len(games)} games)")
+                title=f"Validation panel ({len(games)} games; mean +- SD over seeds)")
         ax2.legend()
     fig.tight_layout()
     out = rec_dir / "curves.png"
