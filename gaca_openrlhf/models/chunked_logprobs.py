@@ -47,10 +47,15 @@ def _chunk(hidden: torch.Tensor, labels: torch.Tensor, head: Callable[[torch.Ten
     return log_probs, entropy
 
 
+def num_chunks(num_tokens: int, chunk_size: int) -> int:
+    """How many chunks :func:`chunk_bounds` makes: ``ceil(num_tokens / chunk_size)``."""
+    return len(chunk_bounds(num_tokens, chunk_size))
+
+
 def chunked_logprobs_entropy(hidden: torch.Tensor, labels: torch.Tensor,
                              head: Callable[[torch.Tensor], torch.Tensor], *, temperature: float = 1.0,
-                             chunk_size: int = DEFAULT_CHUNK_SIZE,
-                             with_entropy: bool = False) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+                             chunk_size: int = DEFAULT_CHUNK_SIZE, with_entropy: bool = False,
+                             min_chunks: int = 0) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
     """fp32 ``(log_probs, entropy)`` of shape ``labels.shape`` from final hidden states, ``chunk_size`` tokens at once.
 
     Args:
@@ -62,6 +67,10 @@ def chunked_logprobs_entropy(hidden: torch.Tensor, labels: torch.Tensor,
         temperature: logits are divided by it (the rollout's sampling temperature), as OpenRLHF's actor does.
         chunk_size: tokens per chunk.
         with_entropy: also return the full-distribution entropy of each position (else ``None``).
+        min_chunks: call the head at least this many times: the chunks past the last token are empty (0 tokens;
+            they change no value and no gradient). Data-parallel ranks whose head call gathers a partitioned weight
+            (DeepSpeed ZeRO-3) must all call it equally often although their token counts differ: they pass the
+            largest chunk count of the group here (:mod:`gaca_openrlhf.trainer.chunked_actor`).
 
     Gradients flow to ``hidden`` and to the head's parameters; equal to the unchunked computation's to fp32
     rounding. Without grad mode the chunks simply run one after another (no recomputation).
@@ -73,7 +82,9 @@ def chunked_logprobs_entropy(hidden: torch.Tensor, labels: torch.Tensor,
     flat_l = labels.reshape(-1)
     recompute = torch.is_grad_enabled()
     lps, ents = [], []
-    for start, end in chunk_bounds(flat_l.numel(), chunk_size):
+    bounds = chunk_bounds(flat_l.numel(), chunk_size)
+    bounds += [(flat_l.numel(), flat_l.numel())] * (min_chunks - len(bounds))  # empty chunks (none if <= 0)
+    for start, end in bounds:
         h, y = flat_h[start:end], flat_l[start:end]
         if recompute:
             lp, ent = checkpoint(_chunk, h, y, head, temperature, with_entropy, use_reentrant=False)
@@ -81,7 +92,7 @@ def chunked_logprobs_entropy(hidden: torch.Tensor, labels: torch.Tensor,
             lp, ent = _chunk(h, y, head, temperature, with_entropy)
         lps.append(lp)
         ents.append(ent)
-    if not lps:  # no tokens
+    if not lps:  # no tokens and no chunks
         empty = flat_h.new_zeros(shape, dtype=torch.float32)
         return empty, (empty.clone() if with_entropy else None)
     log_probs = torch.cat(lps).reshape(shape)

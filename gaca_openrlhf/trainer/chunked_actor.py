@@ -5,7 +5,9 @@ outputs) that never materialises the full ``[tokens, vocab]`` logits: the model 
 ``logits_to_keep`` (its ``lm_head`` runs on zero positions), the final hidden states are taken from the decoder
 with a forward hook, and :func:`~gaca_openrlhf.models.chunked_logprobs.chunked_logprobs_entropy` applies the output
 head chunk by chunk (activation-checkpointed, so the backward pass recomputes one chunk at a time). Padded and packed
-(``--ds.packing_samples``) micro-batches follow exactly the code of ``Actor.forward`` around it.
+(``--ds.packing_samples``) micro-batches follow exactly the code of ``Actor.forward`` around it. Under DeepSpeed
+ZeRO-3 every data-parallel rank calls the head equally often (:func:`agreed_num_chunks`; tested on 2 gloo ranks by
+tests/gaca_openrlhf/trainer/test_chunked_zero3.py).
 
 Calls it cannot serve (the caller wants the logits themselves, a VLM, ring attention, a model without
 ``get_decoder`` / ``get_output_embeddings``) go to the original ``Actor.forward``. :func:`install_chunked_forward`
@@ -18,7 +20,7 @@ from typing import Optional
 
 import torch
 
-from gaca_openrlhf.models.chunked_logprobs import chunked_logprobs_entropy
+from gaca_openrlhf.models.chunked_logprobs import chunked_logprobs_entropy, num_chunks
 
 
 def _unwrap(model):
@@ -35,6 +37,37 @@ def _decoder_and_head(model):
     if decoder is None or head is None or decoder is hf:
         return None, None
     return decoder, head
+
+
+def agreed_num_chunks(num_tokens: int, chunk_size: int, head, device) -> int:
+    """This rank's chunk count, or under ZeRO-3 the largest over the ranks that gather ``head``'s weight together.
+
+    Why: ZeRO-3 all-gathers the head's partitioned weight on *every* call of the head module, in the forward pass
+    and again in the backward pass (each chunk's activation-checkpointed recomputation calls the module, and its
+    backward gathers the weight too). Ranks with different token counts would make different numbers of calls, so
+    different numbers of collectives: gloo fails ("Received data size doesn't match expected size") and NCCL hangs.
+    All ranks therefore make the largest count of calls, the ranks with fewer tokens calling the head on empty
+    (0-token) chunks, which change no value and no gradient. Those empty chunks go through exactly the code of the
+    others (checkpointed, concatenated into the outputs), so the backward pass makes the same calls as the forward
+    on every rank too. (Gathering the weight once around the chunk loop instead, ``GatheredParameters``, would not
+    cover the backward pass: the checkpointed recomputation runs after that context has re-partitioned the weight,
+    so the module would gather again per chunk, or a bare ``F.linear`` on the weight would find it empty.) One
+    small all-reduce per forward; none without ZeRO-3, where a head call involves no collective.
+    """
+    import torch.distributed as dist
+
+    local = num_chunks(num_tokens, chunk_size)
+    if not (dist.is_available() and dist.is_initialized()):
+        return local
+    zero3 = [p for p in head.parameters() if hasattr(p, "ds_id")]  # ds_id: set on every ZeRO-3 parameter
+    if not zero3:
+        return local
+    group = getattr(zero3[0], "ds_process_group", None)  # the ranks it is partitioned over (None: the world)
+    if dist.get_world_size(group) < 2:
+        return local
+    count = torch.tensor([local], dtype=torch.long, device=device)
+    dist.all_reduce(count, op=dist.ReduceOp.MAX, group=group)
+    return int(count.item())
 
 
 def chunked_actor_forward(self, sequences: torch.LongTensor, action_mask: Optional[torch.Tensor] = None,
@@ -69,6 +102,8 @@ def chunked_actor_forward(self, sequences: torch.LongTensor, action_mask: Option
         position_ids = attention_mask.long().cumsum(-1) - 1
         position_ids.masked_fill_(attention_mask == 0, 1)
 
+    # before the model call, so that every rank reaches this collective at the same point of its forward
+    chunks = agreed_num_chunks(rolled_sequences.numel(), self.logprob_chunk_size, head, sequences.device)
     captured = {}
 
     def keep_hidden(_module, _inputs, out):
@@ -87,7 +122,7 @@ def chunked_actor_forward(self, sequences: torch.LongTensor, action_mask: Option
                            "run with --run.logprob_chunk_size 0")
     log_probs, entropy = chunked_logprobs_entropy(
         hidden, rolled_sequences, head, temperature=getattr(self, "temperature", 1.0),
-        chunk_size=self.logprob_chunk_size, with_entropy=return_entropy)
+        chunk_size=self.logprob_chunk_size, with_entropy=return_entropy, min_chunks=chunks)
 
     if return_entropy:
         assert return_output

@@ -251,7 +251,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
     # ---- the loop (OpenRLHF's fit, plus metrics.jsonl and max_iterations) ----
     def fit(self, global_step: int = 0) -> None:
         args = self.args
-        checkpoint_states = self.init_checkpoint_states()
+        checkpoint_states = complete_checkpoint_states(self.init_checkpoint_states())
         self.restore_best_checkpoint_state(checkpoint_states)
         start_episode = checkpoint_states["episode"]
         if checkpoint_states["global_step"] > 0:
@@ -311,6 +311,25 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
             self.wandb_logger.close()
         if self.tensorboard_logger:
             self.tensorboard_logger.close()
+
+
+#: the loop position of a run with no checkpoint (OpenRLHF's ``init_checkpoint_states`` without one)
+FRESH_CHECKPOINT_STATES = {"episode": 0, "global_step": 0, "total_consumed_prompts": 0, "data_loader_state_dict": {}}
+
+
+def complete_checkpoint_states(states) -> dict:
+    """``states`` (the loaded checkpoint's client states) over :data:`FRESH_CHECKPOINT_STATES`.
+
+    A run killed while saving its first checkpoint leaves ``<ckpt.path>/_actor`` without DeepSpeed's ``latest``:
+    OpenRLHF then takes the checkpoint as present, DeepSpeed's load finds nothing and the trainer gets ``{}`` (no
+    ``episode``, ``global_step``, ...). That run starts again at iteration 1, with a warning instead of a KeyError.
+    """
+    states = dict(states or {})
+    missing = [k for k in FRESH_CHECKPOINT_STATES if k not in states]
+    if missing:
+        logger.warning(f"[gaca] no complete checkpoint found (loaded client states lack {missing}; e.g. a run "
+                       "killed while saving its first checkpoint): training starts at iteration 1")
+    return {**FRESH_CHECKPOINT_STATES, "data_loader_state_dict": {}, **states}  # a fresh {}, not the constant's
 
 
 def skipped_round_record(global_step: int, rollout_stats: dict, rollout_seconds: float) -> dict:

@@ -143,3 +143,60 @@ def test_no_full_logits_saved_for_backward():
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         plain_logprobs_entropy(head(h), labels, with_entropy=True)
     assert max(saved) >= n * vocab
+
+
+class _CountBackward(torch.autograd.Function):
+    """Identity that counts the backward passes through a head output (as DeepSpeed ZeRO-3's pre-backward hook on
+    a module's outputs, which gathers the weight again for the backward)."""
+    calls = 0
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        _CountBackward.calls += 1
+        return grad
+
+
+@pytest.mark.parametrize("n", [1, 5, 53])
+def test_min_chunks_adds_empty_head_calls_forward_and_backward(n):
+    """``min_chunks`` (the largest chunk count of the ZeRO-3 ranks): the head is called exactly ``min_chunks`` times
+    in the forward pass, again in the backward recomputation, and each call's output is back-propagated through, also
+    on the empty (0-token) chunks; values and gradients are bitwise those without the empty chunks."""
+    chunk, min_chunks = 16, 6
+    h, head, labels = _setup(n=n)
+    forward_calls = []
+
+    def counted_head(x):
+        forward_calls.append(x.shape[0])
+        return _CountBackward.apply(head(x))
+
+    def run(fn):
+        return _run(lambda hh, y, _head, t: fn(hh, y), h, head, labels, 0.7, True)
+
+    base = run(lambda hh, y: chunked_logprobs_entropy(hh, y, head, temperature=0.7, chunk_size=chunk,
+                                                      with_entropy=True))
+    _CountBackward.calls = 0
+    padded = run(lambda hh, y: chunked_logprobs_entropy(hh, y, counted_head, temperature=0.7, chunk_size=chunk,
+                                                        with_entropy=True, min_chunks=min_chunks))
+    sizes = [e - s for s, e in chunk_bounds(n, chunk)]
+    sizes += [0] * (min_chunks - len(sizes))
+    assert forward_calls[:min_chunks] == sizes  # the forward pass
+    assert sorted(forward_calls[min_chunks:]) == sorted(sizes)  # the backward recomputation (last chunk first)
+    assert _CountBackward.calls == min_chunks
+    for a, b in zip(padded, base):
+        assert (a is None and b is None) or torch.equal(a, b)
+    forward_calls.clear()
+    with torch.no_grad():  # the experience pass: no recomputation, still min_chunks calls
+        lp, _ = chunked_logprobs_entropy(h, labels, counted_head, temperature=0.7, chunk_size=chunk,
+                                         min_chunks=min_chunks)
+    assert len(forward_calls) == min_chunks and torch.equal(lp, base[0])
+
+
+def test_min_chunks_below_own_count_changes_nothing():
+    h, head, labels = _setup(n=53)
+    calls = []
+    chunked_logprobs_entropy(h, labels, lambda x: calls.append(1) or head(x), chunk_size=16, min_chunks=2)
+    assert len(calls) == 4  # its own 4 chunks

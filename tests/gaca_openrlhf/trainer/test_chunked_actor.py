@@ -73,3 +73,31 @@ def test_logits_callers_fall_back(actor):
         actor.__dict__.pop("forward", None)
     assert not install_chunked_forward(actor, 0) and "forward" not in actor.__dict__
     assert chunked_actor_forward.__doc__
+
+
+def test_agreed_num_chunks_takes_the_zero3_group_max(monkeypatch):
+    """Under ZeRO-3 (the head's weight carries DeepSpeed's ``ds_id``) the chunk count is all-reduced (MAX) over the
+    weight's process group, so every rank calls the head equally often (2-rank run: test_chunked_zero3.py); without
+    ZeRO-3, without torch.distributed or on one rank, no collective runs and the count is the rank's own."""
+    import torch.distributed as dist
+
+    from gaca_openrlhf.trainer.chunked_actor import agreed_num_chunks
+
+    head = torch.nn.Linear(4, 8, bias=False)
+    assert agreed_num_chunks(9, 4, head, "cpu") == 3  # torch.distributed not initialised
+    calls = []
+
+    def all_reduce(t, op=None, group=None):
+        calls.append((int(t.item()), op, group))
+        t.fill_(7)
+
+    world = {"size": 2}
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: world["size"])
+    monkeypatch.setattr(dist, "all_reduce", all_reduce)
+    assert agreed_num_chunks(9, 4, head, "cpu") == 3 and not calls  # not ZeRO-3: no collective
+    head.weight.ds_id, head.weight.ds_process_group = 0, "dp-group"
+    assert agreed_num_chunks(9, 4, head, "cpu") == 7
+    assert calls == [(3, dist.ReduceOp.MAX, "dp-group")]
+    world["size"] = 1
+    assert agreed_num_chunks(9, 4, head, "cpu") == 3 and len(calls) == 1  # one rank: nothing to agree on

@@ -97,3 +97,39 @@ def test_resume_starts_at_the_saved_episode_and_step(tmp_path):
     assert [c["total_consumed_prompts"] for c in logged] == [8, 10, 12]
     assert [r["iteration"] for r in _records(tmp_path)] == [4, 5, 6]
     assert (loop.best_eval_metric_key, loop.best_eval_metric_value) == ("eval/success", 0.7)  # best-ckpt state
+
+
+def test_incomplete_first_checkpoint_starts_at_iteration_1(tmp_path, monkeypatch):
+    """Catches: a run killed while saving its first checkpoint (``ckpt/_actor`` without DeepSpeed's ``latest``: the
+    loaded client states are ``{}``) crashing on resume with ``KeyError: 'episode'`` instead of starting again at
+    iteration 1 with a warning."""
+    from gaca_openrlhf.trainer import ppo_trainer
+
+    warnings = []
+    monkeypatch.setattr(ppo_trainer.logger, "warning", lambda msg, *a, **k: warnings.append(str(msg)))
+
+    class Incomplete(Loop):
+        def init_checkpoint_states(self):
+            return {}  # what OpenRLHF hands over when DeepSpeed's load found no complete checkpoint
+
+    loop = Incomplete(tmp_path)
+    logged = []
+    loop.save_logs_and_checkpoints = lambda step, logs, client: logged.append(client)
+    loop.fit()
+    assert loop.trained == [["task-0", "task-1"], ["task-2", "task-3"], ["task-4", "task-5"]]
+    assert loop.syncs == 0  # nothing loaded, so no weights to send to vLLM before the first rollout
+    assert [(c["episode"], c["global_step"], c["total_consumed_prompts"]) for c in logged] == \
+        [(0, 1, 2), (0, 2, 4), (0, 3, 6)]
+    assert [r["iteration"] for r in _records(tmp_path)] == [1, 2, 3]
+    assert any("no complete checkpoint" in w and "iteration 1" in w for w in warnings), warnings
+
+
+def test_complete_checkpoint_states_keeps_loaded_values():
+    """Catches: the defaults overriding a loaded state, or a warning for a complete one."""
+    from gaca_openrlhf.trainer.ppo_trainer import complete_checkpoint_states
+
+    full = {"episode": 1, "global_step": 3, "total_consumed_prompts": 6, "data_loader_state_dict": {"a": 1},
+            "best_eval_metric_key": "k"}
+    assert complete_checkpoint_states(full) == full
+    assert complete_checkpoint_states(None) == complete_checkpoint_states({}) == {
+        "episode": 0, "global_step": 0, "total_consumed_prompts": 0, "data_loader_state_dict": {}}
