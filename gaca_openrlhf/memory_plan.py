@@ -2,28 +2,48 @@
 
     python -m gaca_openrlhf.memory_plan --model 1.5b|7b|<config.json or model folder> --env alfworld|webshop \
         [--gpus 8] [--tp 1] [--micro-batch 4] [--prompt-len N] [--response-len 512] [--vllm-mem 0.6] \
-        [--gpu-mem-gb 80] [--zero 3] [--logits-chunk 0] [--mini-batch-steps N] [--no-entropy] [--experience-entropy]
-    python -m gaca_openrlhf.memory_plan --recipes [--gpu-mem-gb 80] [--logits-chunk 0]
+        [--gpu-mem-gb 80] [--zero 3] [--token-budget 32768] [--logits-chunk 4096] [--mini-batch-steps N] \
+        [--no-entropy] [--experience-entropy]
+    python -m gaca_openrlhf.memory_plan --recipes [--gpu-mem-gb 80] [--token-budget B] [--logits-chunk C]
 
 ``--recipes`` prints the four recipes of examples/gpu (Qwen2.5-1.5B / 7B x ALFWorld / WebShop) at their defaults in
-one table; the exit status is 1 when one of them does not fit (a single plan: when it does not fit), else 0. This is
+one table (``--token-budget 0 --logits-chunk 0``: as run with ``PACKING=0``, padded fixed micro-batches and full
+logits); the exit status is 1 when one of them does not fit (a single plan: when it does not fit), else 0. This is
 an *estimate* from shapes, written from the code paths of OpenRLHF 0.11.2 (not a measurement): it is there to catch
-the recipes that cannot fit, and to say which knob (micro batch, logits chunk) brings them under the GPU's memory.
-For a plan that does not fit it suggests the largest MICRO_BATCH below the plan's that fits (the training micro
-batch follows from it as in _common.sh's ``train_micro``) and the largest power-of-two ``--logits-chunk`` that fits
-at the plan's micro batch.
+the recipes that cannot fit, and to say which knob (token budget, micro batch, logits chunk) brings them under the
+GPU's memory. For a plan that does not fit it suggests, with a token budget, the largest ``--token-budget`` that
+fits, else the largest MICRO_BATCH below the plan's that fits (the training micro batch follows from it as in
+_common.sh's ``train_micro``), and the largest power-of-two ``--logits-chunk`` that fits at the plan's micro batch.
 
 Units: "GB" is GiB (2**30 bytes), as nvidia-smi and torch report GPU memory. N = GPUs (DeepSpeed ranks, each GPU holds
 one actor rank, one reference rank and one vLLM worker under --train.colocate_all), P = parameter count, h = hidden
 size, L = layers, I = MLP intermediate size, V = vocabulary, kv = KV heads x head dim, TP = vLLM tensor parallel size.
-A micro batch of ``mb`` sequences of ``prompt + response`` tokens is padded to T = mb x (prompt + response) tokens
-(the recipes do not pack samples; the longest possible sequence is assumed).
+Tokens per micro batch, T (the longest possible sequence, prompt + response, is assumed for every sample):
+
+- fixed micro batches (``--token-budget 0``; the scripts with ``PACKING=0``): ``mb`` sequences padded to
+  T = mb x (prompt + response) tokens (packing alone, without a budget, has the same worst case);
+- token-budget micro batches (``--token-budget B``: ``--ds.packing_samples --train.dynamic_batch_enable
+  --train.max_tokens_per_gpu B --rollout.max_tokens_per_gpu B``, docs/packing.md): packed rows of at most B tokens,
+  except a single sample longer than B, which gets a micro batch of its own: T = max(B, prompt + response), for the
+  experience and the training passes alike. Packed rows run flash-attn's variable-length kernel on the GPU
+  (attention memory linear in T, not modelled, as for padded rows).
 
 What the recipes run (examples/gpu/_common.sh, _train_<env>.sh): ZeRO-3, bf16, gradient checkpointing,
-``--train.colocate_all --vllm.enable_sleep --ds.enable_sleep``, VLLM_MEM 0.6, 8 GPUs, MICRO_BATCH 4 for the log-prob
-passes (``--rollout.micro_batch_size``) and ``train_micro`` (MICRO_BATCH lowered until MINI_BATCH_STEPS is a multiple
-of micro x N) for training, ``--actor.entropy_coef 0.001``, the k3 KL loss against a reference model; ALFWorld prompt
-2048 + response 512 (MINI_BATCH_STEPS 256), WebShop 4096 + 512 (64); 7B with VLLM_TP=2.
+``--train.colocate_all --vllm.enable_sleep --ds.enable_sleep``, VLLM_MEM 0.6, 8 GPUs, token-budget micro batches of
+``TOKEN_BUDGET`` = :data:`RECIPE_TOKEN_BUDGET` tokens and full logits (``LOGPROB_CHUNK`` =
+:data:`RECIPE_LOGITS_CHUNK`: the scripts refuse chunked log-probs with ZeRO-3 on several GPUs; ``PACKING=0``:
+MICRO_BATCH 4 for the log-prob passes, ``--rollout.micro_batch_size``, and ``train_micro``, MICRO_BATCH lowered until
+MINI_BATCH_STEPS is a multiple of micro x N, for training), ``--actor.entropy_coef 0.001``, the k3 KL loss against a
+reference model; ALFWorld prompt 2048 + response 512 (MINI_BATCH_STEPS 256), WebShop 4096 + 512 (64); 7B with vLLM
+TP 1.
+
+The token budget of each recipe (:func:`recommended_token_budget`): the largest multiple of 4096 tokens, at most
+:data:`TOKEN_BUDGET_CEILING` (32768) and at most one GPU's share of a mini batch at full length (MINI_BATCH_STEPS / N
+x (prompt + response): a larger budget cannot change the training micro batches), at which every phase fits: with
+full logits the training pass's [tokens, vocab] tensors bind it (20480 for 1.5B, 16384 for 7B). The ceiling, which
+binds once the logits are chunked: at 32k tokens a micro batch is ~8 x 32k x P FLOPs of work (forward, recomputation, backward; ~400 TFLOPs for
+1.5B), against ZeRO-3's per-micro-batch gathers of the bf16 parameters (3 x 2P bytes), a few per cent; larger
+micro batches only add memory and coarser load balance between the ranks.
 
 Every phase's total is
 
@@ -51,14 +71,16 @@ the vLLM worker: 1.5 GB.
             bf16 weights before running it; the largest is the embedding / lm_head matrix or a decoder layer.
    layer  = one decoder layer's forward working set without grad, T x (4h + 8I) bytes (residual stream and its norm,
             then gate, up, SiLU(gate) and their product in bf16).
-   logits = c_exp x T' x V bytes, T' = T (today) or min(T, C) with ``--logits-chunk C``. OpenRLHF's ``Actor.forward``
+   logits = max(policy c_exp x T' x V, reference 6 x T x V) bytes, T' = T or min(T, C) with ``--logits-chunk C``
+            (``--gaca.logprob_chunk_size C`` chunks the policy's forward only: the reference model runs OpenRLHF's
+            ``Actor.forward``, full logits, at the same micro batches). OpenRLHF's ``Actor.forward``
             (models/actor.py) computes the bf16 logits [T, V] (transformers' Qwen2 lm_head, not upcast) and replaces
             them by an fp32 copy (``.to(torch.float32)``): 2 + 4 = 6 bytes per entry while both exist; the log-probs
             (models/utils.py ``log_probs_from_logits``) go through flash-attn's fused cross-entropy kernel (or, without
             flash-attn, a logsumexp over 1024-row chunks), which makes no further [T, V] tensor: c_exp = 6.
             ``--experience-entropy`` (EMPG's per-step entropy, gaca_openrlhf/trainer/entropy.py, which passes
             ``return_entropy=True``): ``compute_entropy`` holds the fp32 logits, softmax probs and the probs x logits
-            product at once: c_exp = 12. The reference forward has the same shapes and never the entropy.
+            product at once: c_exp = 12. The reference forward has the same shapes and never the entropy (6).
 3. training (actor forward + backward, one training micro batch mb_t of T_t tokens; vLLM asleep)
    states = actor bf16 params 2P/N + gradients 4P/N + Adam fp32 master, m, v 12P/N + reference 2P/N = 20P/N
             (gradients counted at fp32: DeepSpeed keeps bf16 partitions, 2P/N, and makes fp32 copies of them sub-group
@@ -78,9 +100,10 @@ the vLLM worker: 1.5 GB.
             ``probs * logits`` node makes its two gradients (wrt probs and wrt logits, 4 + 4): 8 + 4 + 8 = 20 bytes
             per entry, the peak: c_train = 20. Without the entropy (``--no-entropy``: entropy_coef None):
             max(6, fp32 logits 4 + their gradient 4) = 8.
-   ``--logits-chunk C`` (C > 0) models a chunked log-prob / entropy (issue 27) that keeps at most C tokens of those
-   [tokens, vocab] tensors live, so the logits term shrinks by T / C, the number of chunks; 0 = today's
-   full-sequence tensors.
+   ``--logits-chunk C`` (C > 0) models the chunked log-prob / entropy (``--gaca.logprob_chunk_size C``,
+   gaca_openrlhf/trainer/chunked_actor.py: the output head runs C tokens at a time under activation checkpointing,
+   the backward recomputes one chunk at a time) that keeps at most C tokens of those [tokens, vocab] tensors live,
+   so the logits term shrinks by T / C, the number of chunks; 0 = OpenRLHF's full-sequence tensors.
 
 Not modelled: the weight sync (vLLM wakes its weights, 2P/TP, while DeepSpeed is asleep and gathers one parameter at
 a time: less than the rollout), the experience batch tensors (tokens, masks, log-probs: [T] per sample, small),
@@ -170,6 +193,16 @@ ENV_DEFAULTS = {"alfworld": dict(prompt_len=2048, response_len=512, mini_batch_s
 #: (model, env, vLLM TP, MICRO_BATCH) of the four recipes at their defaults
 RECIPES: List[Tuple[str, str, int, int]] = [("1.5b", "alfworld", 1, 4), ("1.5b", "webshop", 1, 4),
                                             ("7b", "alfworld", 1, 4), ("7b", "webshop", 1, 2)]
+#: TOKEN_BUDGET of each recipe (``--train.max_tokens_per_gpu`` = ``--rollout.max_tokens_per_gpu``; _train_<env>.sh),
+#: chosen by :func:`recommended_token_budget` (tests/gaca_openrlhf/test_memory_plan.py checks that it still is)
+RECIPE_TOKEN_BUDGET: Dict[Tuple[str, str], int] = {("1.5b", "alfworld"): 20480, ("1.5b", "webshop"): 20480,
+                                                   ("7b", "alfworld"): 16384, ("7b", "webshop"): 16384}
+#: LOGPROB_CHUNK of the recipes (``--gaca.logprob_chunk_size``, alias of ``--run.logprob_chunk_size``; _train_<env>.sh):
+#: off, as the scripts refuse chunked log-probs with ZeRO-3 on several ranks (docs/packing.md, "Open")
+RECIPE_LOGITS_CHUNK = 0
+#: the largest token budget :func:`recommended_token_budget` picks (module docstring)
+TOKEN_BUDGET_CEILING = 32768
+TOKEN_BUDGET_STEP = 4096
 
 
 def spec_from_config(cfg: dict, name: str = "config") -> ModelSpec:
@@ -232,6 +265,7 @@ class Plan:
     gpu_mem_gb: float = 80.0
     zero: int = 3
     logits_chunk: int = 0
+    token_budget: int = 0           # > 0: packed token-budget micro batches of at most this many tokens
     entropy: bool = True            # --actor.entropy_coef set (training computes the entropy)
     experience_entropy: bool = False  # EMPG: the experience forward computes the entropy too
     label: str = ""
@@ -251,10 +285,24 @@ class Plan:
             raise ValueError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         if not isinstance(self.logits_chunk, int) or self.logits_chunk < 0:
             raise ValueError(f"logits-chunk must be >= 0, got {self.logits_chunk!r}")
+        if not isinstance(self.token_budget, int) or isinstance(self.token_budget, bool) or self.token_budget < 0:
+            raise ValueError(f"token-budget must be >= 0, got {self.token_budget!r}")
 
     @property
     def seq(self) -> int:
         return self.prompt_len + self.response_len
+
+    def _tokens(self, micro: int) -> int:
+        """Tokens of one micro batch (module docstring): a token budget's packed rows, or ``micro`` padded rows."""
+        return max(self.token_budget, self.seq) if self.token_budget else micro * self.seq
+
+    @property
+    def experience_tokens(self) -> int:
+        return self._tokens(self.micro_batch)
+
+    @property
+    def train_tokens(self) -> int:
+        return self._tokens(self.train_micro_batch)
 
 
 @dataclass
@@ -363,16 +411,16 @@ def rollout_phase(plan: Plan) -> Phase:
 
 
 def experience_phase(plan: Plan) -> Phase:
-    s, t = plan.spec, plan.micro_batch * plan.seq
+    s, t = plan.spec, plan.experience_tokens
+    policy = logits_bytes(s, t, logits_coef("experience", plan.experience_entropy), plan.logits_chunk)
+    reference = logits_bytes(s, t, logits_coef("experience", False))  # OpenRLHF's forward: never chunked
     return _phase("experience", plan, dict(
         states=2 * bf16_shard_bytes(s, plan.gpus, plan.zero), zero3=gathered_module_bytes(s, plan.zero),
-        layer=layer_forward_bytes(s, t),
-        logits=logits_bytes(s, t, logits_coef("experience", plan.experience_entropy), plan.logits_chunk),
-        ctx=ctx_bytes()))
+        layer=layer_forward_bytes(s, t), logits=max(policy, reference), ctx=ctx_bytes()))
 
 
 def training_phase(plan: Plan) -> Phase:
-    s, t = plan.spec, plan.train_micro_batch * plan.seq
+    s, t = plan.spec, plan.train_tokens
     return _phase("training", plan, dict(
         states=train_state_bytes(s, plan.gpus, plan.zero) + bf16_shard_bytes(s, plan.gpus, plan.zero),
         zero3=2 * gathered_module_bytes(s, plan.zero), acts=checkpoint_bytes(s, t), layer=layer_recompute_bytes(s, t),
@@ -388,17 +436,48 @@ def fits(plan: Plan) -> bool:
 
 
 def recipe_plan(model: str, env: str, tp: int, gpu_mem_gb: float = 80.0, logits_chunk: int = 0,
-                micro_batch: int = 4, gpus: int = 8) -> Plan:
+                micro_batch: int = 4, gpus: int = 8, token_budget: int = 0) -> Plan:
+    """A recipe's plan; the defaults (no token budget, full logits) are the scripts' ``PACKING=0`` path:
+    :func:`default_recipe_plans` has their defaults."""
     d = ENV_DEFAULTS[env]
     return Plan(load_spec(model), gpus=gpus, tp=tp, micro_batch=micro_batch,
                 train_micro_batch=train_micro(micro_batch, d["mini_batch_steps"], gpus),
                 prompt_len=d["prompt_len"], response_len=d["response_len"], gpu_mem_gb=gpu_mem_gb,
-                logits_chunk=logits_chunk, label=f"{model} {env}")
+                logits_chunk=logits_chunk, token_budget=token_budget, label=f"{model} {env}")
+
+
+def default_recipe_plans(gpu_mem_gb: float = 80.0, logits_chunk: Optional[int] = None,
+                         token_budget: Optional[int] = None) -> List[Plan]:
+    """The four recipes as the scripts run them by default (token budget :data:`RECIPE_TOKEN_BUDGET`, logits chunk
+    :data:`RECIPE_LOGITS_CHUNK`); ``logits_chunk`` / ``token_budget`` override them for all four (0: off)."""
+    chunk = RECIPE_LOGITS_CHUNK if logits_chunk is None else logits_chunk
+    return [recipe_plan(m, e, tp, gpu_mem_gb=gpu_mem_gb, logits_chunk=chunk, micro_batch=mb,
+                        token_budget=RECIPE_TOKEN_BUDGET[(m, e)] if token_budget is None else token_budget)
+            for m, e, tp, mb in RECIPES]
+
+
+def largest_token_budget(plan: Plan, step: int = TOKEN_BUDGET_STEP, ceiling: Optional[int] = None) -> Optional[int]:
+    """The largest multiple of ``step`` tokens, at most ``ceiling`` (default :data:`TOKEN_BUDGET_CEILING`), at which
+    every phase of ``plan`` fits with that token budget; None when even ``step`` does not."""
+    top = (ceiling if ceiling is not None else TOKEN_BUDGET_CEILING) // step * step
+    for budget in range(top, 0, -step):
+        if fits(replace(plan, token_budget=budget)):
+            return budget
+    return None
+
+
+def recommended_token_budget(plan: Plan, mini_batch_steps: int) -> Optional[int]:
+    """The token budget the recipes use (module docstring): :func:`largest_token_budget` up to
+    min(:data:`TOKEN_BUDGET_CEILING`, one GPU's share of a mini batch at full length rounded up to the step)."""
+    share = mini_batch_steps // plan.gpus * plan.seq
+    share = -(-share // TOKEN_BUDGET_STEP) * TOKEN_BUDGET_STEP
+    return largest_token_budget(plan, TOKEN_BUDGET_STEP, min(TOKEN_BUDGET_CEILING, share))
 
 
 def suggest(plan: Plan, mini_batch_steps: Optional[int] = None) -> List[str]:
-    """For a plan that does not fit: the largest MICRO_BATCH (training micro batch via train_micro) that fits, and
-    the largest power-of-two logits chunk that fits at the plan's micro batches."""
+    """For a plan that does not fit: with a token budget, the largest budget (a multiple of 1024) that fits; else
+    the largest MICRO_BATCH (training micro batch via train_micro) that fits; and the largest power-of-two logits
+    chunk that fits at the plan's micro batches (below the plan's chunk, if any)."""
     if fits(plan):
         return []
     out = []
@@ -412,8 +491,12 @@ def suggest(plan: Plan, mini_batch_steps: Optional[int] = None) -> List[str]:
         return ", ".join(f"{ph.name} {ph.total:.1f} GB ({ph.fraction:.0%})" for ph in estimate(cand)
                          if ph.name in failing)
 
+    if plan.token_budget:
+        budget = largest_token_budget(plan, 1024, plan.token_budget - 1)
+        out.append(f"--token-budget {budget} (TOKEN_BUDGET) fits: {totals(replace(plan, token_budget=budget))}"
+                   if budget else "no token budget fits (even 1024)")
     best = None
-    for m in range(plan.micro_batch - 1, 0, -1):
+    for m in range(plan.micro_batch - 1, 0, -1) if not plan.token_budget else ():
         tm = train_micro(m, mini_batch_steps, plan.gpus) if mini_batch_steps else min(m, plan.train_micro_batch)
         cand = replace(plan, micro_batch=m, train_micro_batch=tm)
         if fits(cand):
@@ -422,19 +505,22 @@ def suggest(plan: Plan, mini_batch_steps: Optional[int] = None) -> List[str]:
     if best is not None:
         out.append(f"MICRO_BATCH={best.micro_batch} (training micro batch {best.train_micro_batch}) fits: "
                    f"{totals(best)}")
-    else:
+    elif not plan.token_budget:
         out.append("no micro batch fits (even 1)")
-    longest = max(plan.micro_batch, plan.train_micro_batch) * plan.seq
+    longest = max(plan.experience_tokens, plan.train_tokens)
+    at = f"token budget {plan.token_budget}" if plan.token_budget else f"MICRO_BATCH={plan.micro_batch}"
     chunk = 1 << int(math.log2(longest))
+    if plan.logits_chunk:
+        chunk = min(chunk, plan.logits_chunk // 2)
     while chunk >= 1:
         cand = replace(plan, logits_chunk=chunk)
         if chunk < longest and fits(cand):
-            out.append(f"--logits-chunk {chunk} (a chunked log-prob/entropy, issue 27) at MICRO_BATCH="
-                       f"{plan.micro_batch} fits: {totals(cand)}")
+            out.append(f"--logits-chunk {chunk} (LOGPROB_CHUNK, --gaca.logprob_chunk_size) at {at} fits: "
+                       f"{totals(cand)}")
             break
         chunk //= 2
     else:
-        out.append("no logits chunk fits at this micro batch")
+        out.append(f"no logits chunk fits at this {'token budget' if plan.token_budget else 'micro batch'}")
     return out
 
 
@@ -462,10 +548,11 @@ def format_table(rows: Sequence[Sequence[str]]) -> str:
 
 def describe(plan: Plan) -> str:
     s = plan.spec
+    micro = (f"packed micro batches of <= {plan.token_budget} tokens (token budget)" if plan.token_budget else
+             f"micro batch {plan.micro_batch} (log-prob) / {plan.train_micro_batch} (training)")
     return (f"{plan.label or s.name}: {s.name} ({s.params / 1e9:.2f}B params), {plan.gpus} GPUs x "
             f"{plan.gpu_mem_gb:g} GB, vLLM TP {plan.tp} mem {plan.vllm_mem:g}, ZeRO-{plan.zero}, seq "
-            f"{plan.prompt_len}+{plan.response_len}, micro batch {plan.micro_batch} (log-prob) / "
-            f"{plan.train_micro_batch} (training), logits chunk {plan.logits_chunk or 'none'}")
+            f"{plan.prompt_len}+{plan.response_len}, {micro}, logits chunk {plan.logits_chunk or 'none'}")
 
 
 LEGEND = ("GB = GiB per GPU; total = states + zero3 + acts + max(layer, logits) + vllm + ctx; fits = total <= 90 % "
@@ -477,6 +564,12 @@ def render(plans: Sequence[Plan], mini_batch_steps: Sequence[Optional[int]]) -> 
     rows = [r for p in plans for r in table_rows(p)]
     lines += ["", format_table(rows), "", LEGEND]
     lines += [f"{p.label or p.spec.name}: {rollout_phase(p).note}" for p in plans]
+    for p, mbs in zip(plans, mini_batch_steps):
+        if p.token_budget and mbs:
+            best = recommended_token_budget(p, mbs)
+            lines.append(f"{p.label or p.spec.name}: token budget {p.token_budget}; the largest that fits (multiples "
+                         f"of {TOKEN_BUDGET_STEP}, <= {TOKEN_BUDGET_CEILING} and one GPU's share of a mini batch, "
+                         f"logits chunk {p.logits_chunk or 'none'}): {best or 'none'}")
     ok = True
     for p, mbs in zip(plans, mini_batch_steps):
         if not fits(p):
@@ -531,8 +624,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Per-GPU memory estimate of each phase (rollout, experience, training) of a GPU recipe "
                     "against the GPU's memory. Formulas and assumptions: the module's docstring.")
     ap.add_argument("--recipes", action="store_true",
-                    help="the four recipes of examples/gpu at their defaults (only --gpu-mem-gb and --logits-chunk "
-                         "apply); exit 1 if one does not fit with a 10 %% margin")
+                    help="the four recipes of examples/gpu at their defaults (only --gpu-mem-gb, --token-budget and "
+                         "--logits-chunk apply, to all four); exit 1 if one does not fit with a 10 %% margin")
     ap.add_argument("--model", help="1.5b | 7b | a config.json path | a model folder holding config.json")
     ap.add_argument("--env", choices=sorted(ENV_DEFAULTS), help="sets the prompt length and mini-batch defaults")
     ap.add_argument("--gpus", type=_pos_int, default=None, help="GPUs = DeepSpeed ranks (default 8)")
@@ -547,7 +640,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--gpu-mem-gb", type=_pos_float, default=None, help="GPU memory in GB (GiB; default 80)")
     ap.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=None, help="DeepSpeed ZeRO stage (default 3)")
     ap.add_argument("--logits-chunk", type=_nonneg_int, default=None,
-                    help="C > 0: at most C tokens of [tokens, vocab] tensors live (issue 27); 0: today (default)")
+                    help=f"LOGPROB_CHUNK (--gaca.logprob_chunk_size): C > 0: at most C tokens of the policy's [tokens, "
+                         f"vocab] tensors live; 0: full logits (default {RECIPE_LOGITS_CHUNK}, the scripts')")
+    ap.add_argument("--token-budget", type=_nonneg_int, default=None,
+                    help="TOKEN_BUDGET (--train/--rollout.max_tokens_per_gpu): B > 0: packed micro batches of at most "
+                         "B tokens; 0: fixed micro batches of MICRO_BATCH padded sequences (PACKING=0). Default: the "
+                         "recipe's (--recipes; a single plan of 1.5b/7b), else the plan's recommended budget")
     ap.add_argument("--no-entropy", action="store_true", help="--actor.entropy_coef unset (no entropy in training)")
     ap.add_argument("--experience-entropy", action="store_true",
                     help="the experience forward computes the entropy too (EMPG)")
@@ -558,7 +656,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = build_parser()
     a = ap.parse_args(argv)
     gpu_mem = 80.0 if a.gpu_mem_gb is None else a.gpu_mem_gb
-    chunk = a.logits_chunk or 0
+    chunk = RECIPE_LOGITS_CHUNK if a.logits_chunk is None else a.logits_chunk
     if a.recipes:
         extra = [f"--{k.replace('_', '-')}" for k in ("model", "env", "gpus", "tp", "micro_batch", "mini_batch_steps",
                                                        "prompt_len", "response_len", "vllm_mem", "zero")
@@ -566,10 +664,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         extra += [o for o, on in (("--no-entropy", a.no_entropy), ("--experience-entropy", a.experience_entropy))
                   if on]
         if extra:
-            ap.error(f"--recipes uses the recipes' defaults; only --gpu-mem-gb and --logits-chunk apply, not "
-                     f"{' '.join(extra)}")
-        plans = [recipe_plan(m, e, tp, gpu_mem_gb=gpu_mem, logits_chunk=chunk, micro_batch=mb)
-                 for m, e, tp, mb in RECIPES]
+            ap.error(f"--recipes uses the recipes' defaults; only --gpu-mem-gb, --token-budget and --logits-chunk "
+                     f"apply, not {' '.join(extra)}")
+        plans = default_recipe_plans(gpu_mem, a.logits_chunk, a.token_budget)
         text, ok = render(plans, [ENV_DEFAULTS[e]["mini_batch_steps"] for _, e, _, _ in RECIPES])
         print(text)
         return 0 if ok else 1
@@ -586,11 +683,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ap.error(f"--tp {tp} does not divide --gpus {gpus}")
     micro = a.micro_batch or 4
     mbs = a.mini_batch_steps or d["mini_batch_steps"]
+    budget = a.token_budget
+    if budget is None:
+        budget = RECIPE_TOKEN_BUDGET.get((a.model.strip().lower(), a.env), -1)
     try:
+        if budget < 0:  # another model: the plan's recommended budget (fixed micro batches when none fits)
+            probe = Plan(spec, gpus=gpus, tp=tp, prompt_len=a.prompt_len or d["prompt_len"],
+                         response_len=a.response_len or d["response_len"], vllm_mem=0.6 if a.vllm_mem is None
+                         else a.vllm_mem, gpu_mem_gb=gpu_mem, zero=3 if a.zero is None else a.zero, logits_chunk=chunk,
+                         token_budget=TOKEN_BUDGET_STEP, entropy=not a.no_entropy,
+                         experience_entropy=a.experience_entropy)
+            budget = recommended_token_budget(probe, mbs) or 0
         plan = Plan(spec, gpus=gpus, tp=tp, micro_batch=micro, train_micro_batch=train_micro(micro, mbs, gpus),
                     prompt_len=a.prompt_len or d["prompt_len"], response_len=a.response_len or d["response_len"],
                     vllm_mem=0.6 if a.vllm_mem is None else a.vllm_mem, gpu_mem_gb=gpu_mem,
-                    zero=3 if a.zero is None else a.zero, logits_chunk=chunk, entropy=not a.no_entropy,
+                    zero=3 if a.zero is None else a.zero, logits_chunk=chunk, token_budget=budget,
+                    entropy=not a.no_entropy,
                     experience_entropy=a.experience_entropy, label=f"{a.model} {a.env}")
     except ValueError as e:
         ap.error(str(e))

@@ -8,8 +8,10 @@
 # split train = goals 1500+) + everything in _common.sh.
 METHOD="${1:?method: grpo | gigpo | gaca}"
 shift
-# 7B on WebShop: micro batch 2 by default (python -m gaca_openrlhf.memory_plan --recipes: at 4 the training pass
-# needs ~77 GB of an 80 GB GPU, 4096+512-token sequences x 152k-vocabulary fp32 logits/entropy; at 2, ~49 GB)
+# 7B on WebShop: micro batch 2 by default. It matters only for fixed micro-batches (PACKING=0 or TOKEN_BUDGET=0; the
+# default token budget sets the micro-batches): with full logits at 4 the training pass needs ~77 GB of an 80 GB GPU,
+# 4096+512-token sequences x 152k-vocabulary fp32 logits/entropy; at 2, ~49 GB
+# (python -m gaca_openrlhf.memory_plan --model 7b --env webshop --token-budget 0 --micro-batch 4)
 if [[ -z "${MICRO_BATCH:-}" && "${MODEL:-}" == *7[Bb]* ]]; then MICRO_BATCH=2; fi
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 SAVE_PATH="${SAVE_PATH:-$ROOT/outputs/${METHOD}_webshop}"  # relative paths: made absolute by _common.sh
@@ -31,6 +33,31 @@ if [[ "$DRY_RUN" != "1" ]]; then
   check_tasks "$TASKS"
 fi
 MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-64}"  # verl-agent: 64 step samples per optimizer update
+# Packed token-budget micro-batches, the fastest path (docs/packing.md; equal to the padded path:
+# tests/gaca_openrlhf/trainer/test_packing_equality.py). PACKING=0: padded fixed micro-batches of MICRO_BATCH (no token
+# budget either); TOKEN_BUDGET=0: packed micro-batches of MICRO_BATCH samples. TOKEN_BUDGET
+# (--train/--rollout.max_tokens_per_gpu) per GPU: the memory plan's choice for WebShop with full logits, 20480 for 1.5B
+# and 16384 for 7B (python -m gaca_openrlhf.memory_plan --recipes, README "Memory plan").
+# LOGPROB_CHUNK=C: the policy's log-probs in chunks of C tokens (--gaca.logprob_chunk_size, alias of
+# --run.logprob_chunk_size); off by default: with ZeRO-3 on several ranks the chunked output head desynchronises the
+# ranks' parameter gathers (a rank with more tokens makes more chunks: gloo aborts, NCCL would hang; docs/packing.md,
+# "Open"), so it is refused there until that is fixed; ZERO_STAGE=2 or one GPU can use it.
+# REHEARSAL=1: a budget scaled to its <= 1056-token samples, so that micro-batches pack several samples.
+rehearse TOKEN_BUDGET=2048
+if [[ -z "${TOKEN_BUDGET:-}" && "$MODEL" == *7[Bb]* ]]; then TOKEN_BUDGET=16384; fi
+PACKING="${PACKING:-1}" TOKEN_BUDGET="${TOKEN_BUDGET:-20480}" LOGPROB_CHUNK="${LOGPROB_CHUNK:-0}"
+if (( LOGPROB_CHUNK > 0 && ZERO_STAGE == 3 && TOTAL_GPUS > 1 )); then
+  echo "error: LOGPROB_CHUNK=$LOGPROB_CHUNK (chunked log-probs) with ZeRO-3 on $TOTAL_GPUS GPUs desynchronises the" \
+       "ranks' parameter gathers (docs/packing.md, \"Open\"): use LOGPROB_CHUNK=0 or ZERO_STAGE=2" >&2
+  exit 2
+fi
+PACKING_ARGS=()
+(( LOGPROB_CHUNK <= 0 )) || PACKING_ARGS+=(--gaca.logprob_chunk_size "$LOGPROB_CHUNK")
+if [[ "$PACKING" == "1" ]]; then
+  PACKING_ARGS+=(--ds.packing_samples)
+  (( TOKEN_BUDGET <= 0 )) || PACKING_ARGS+=(--train.dynamic_batch_enable --train.max_tokens_per_gpu "$TOKEN_BUDGET"
+                                            --rollout.max_tokens_per_gpu "$TOKEN_BUDGET")
+fi
 method_args "$METHOD"
 common_args
 run_preflight --url "$WEBSHOP_URL"  # Ray CPUs/GPUs, disk for the checkpoints, the server answers /health
@@ -38,6 +65,6 @@ run_train "${COMMON_ARGS[@]}" "${METHOD_ARGS[@]}" \
   --data.prompt_dataset "$TASKS" \
   --data.max_len $((PROMPT_MAX_LEN + MAX_NEW_TOKENS)) --env.prompt_max_len "$PROMPT_MAX_LEN" \
   --rollout.max_new_tokens "$MAX_NEW_TOKENS" \
-  --gaca.mini_batch_steps "$MINI_BATCH_STEPS" --gaca.mode mean_norm \
+  --gaca.mini_batch_steps "$MINI_BATCH_STEPS" "${PACKING_ARGS[@]}" --gaca.mode mean_norm \
   --env.name webshop --env.kwargs "{\"base_url\": \"$WEBSHOP_URL\"}" --env.max_steps "$MAX_STEPS" \
   "$@"

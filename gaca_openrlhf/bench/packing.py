@@ -1,17 +1,28 @@
 """``python -m gaca_openrlhf.bench.packing``: padded vs packed vs packed + token-budget training micro-batches.
 
-Prints, for synthetic step-sample length distributions shaped like ALFWorld (prompts 0.5-1.3k tokens, responses up
-to 512) and WebShop (prompts up to 4k), side by side:
+    python -m gaca_openrlhf.bench.packing [--env alfworld webshop] [--lengths FILE ...] [--synthetic] \
+        [--synthetic-responses] [--samples 32 8] [--micro 4] [--budget 4096] [--json OUT]
+
+Step-sample lengths: by default the (prompt, response) token lengths recorded from a real ALFWorld and a real
+WebShop rollout (``gaca_openrlhf/bench/data/packing_lengths_<env>.json``, written by
+``python -m gaca_openrlhf.bench.packing_record``; how each was made is recorded in the file: command, commit, date,
+model); ``--lengths FILE`` reads other recorded files (each names its environment), ``--synthetic`` uses synthetic
+distributions shaped like the environments instead (:func:`length_distribution`), ``--synthetic-responses`` the
+recorded prompt lengths with synthetic (trained-model-like) response lengths. Prints, side by side:
 
 - padding waste: tokens the model computes per real token (padded: micro-batch rows x longest row; packed: the
-  real tokens only);
-- the training-step time (forward + backward of the PPO loss and entropy bonus over one mini-batch, OpenRLHF's
-  ``Actor`` and ``PolicyLoss``): wall seconds and, on CPU, the process's CPU seconds (what the speed-up uses: on a
-  shared machine the wall clock mostly measures the load); and the memory peak above the step's start (resident
-  memory on CPU, the allocator's peak on CUDA);
-- the logits peak of one WebShop-length micro-batch with the full-vocabulary logits (OpenRLHF) and with the chunked
-  computation (:mod:`gaca_openrlhf.models.chunked_logprobs`), measured as the largest tensor autograd saves plus the
-  logits themselves, and as the allocator's peak on CUDA when a GPU is present.
+  real tokens only), over every recorded step sample cut into verl-agent's mini-batches (256 ALFWorld, 64 WebShop)
+  after a shuffle, and the micro-batch counts of the fixed and token-budget plans;
+- the training-phase time of one rank's share of one update (forward + backward of the PPO loss and entropy bonus
+  over ``--samples`` step samples drawn from the recorded ones, OpenRLHF's ``Actor`` and ``PolicyLoss``), padded vs
+  packed vs packed + token budget (+ chunked log-probs): wall seconds and, on CPU, the process's CPU seconds (what
+  the speed-up uses: on a shared machine the wall clock mostly measures the load); and the memory peak above the
+  step's start (resident memory on CPU, the allocator's peak on CUDA);
+- the logits peak of one ``--peak-len``-token sequence with the full-vocabulary logits (OpenRLHF) and with the
+  chunked computation (:mod:`gaca_openrlhf.models.chunked_logprobs`), measured as the largest tensor autograd saves
+  and the memory peak above the start (resident memory on CPU, the allocator's peak on CUDA);
+- the issue's targets (padding waste <= 5 %, training phase >= 1.3x faster than padded, logits peak down by at least
+  the number of chunks), each met or not with its number (:func:`targets`). ``--json OUT`` writes every figure.
 
 A script that prints figures, not a timed test. The helpers (:func:`make_step_samples`, :func:`prepare_items`,
 :func:`train_micro_batches`) are the real pipeline pieces -- ``step_experience`` -> ``StepExperienceMaker``'s
@@ -220,6 +231,29 @@ def standalone_log_probs(actor, items: Items) -> Dict[int, torch.Tensor]:
 # --------------------------------------------------------------------------------------------------------------
 # Benchmark
 # --------------------------------------------------------------------------------------------------------------
+def recorded_lengths(env: str, files: Sequence[str] = ()):
+    """(prompt lengths, response lengths, file meta) of ``env``: from the first of ``files`` whose ``env`` field is
+    ``env``, else from the recorded file committed with the benchmark
+    (:func:`gaca_openrlhf.bench.packing_record.default_lengths_file`)."""
+    from gaca_openrlhf.bench.packing_record import default_lengths_file, load_lengths
+
+    for path in files:
+        prompts, responses, meta = load_lengths(path)
+        if meta.get("env") == env:
+            return prompts, responses, dict(meta, path=path)
+    path = default_lengths_file(env)
+    prompts, responses, meta = load_lengths(path)
+    return prompts, responses, dict(meta, path=path)
+
+
+def draw(prompts: Sequence[int], responses: Sequence[int], n: int, seed: int = 0):
+    """``n`` (prompt, response) pairs drawn from the recorded ones without replacement (with replacement when there
+    are fewer than ``n``)."""
+    rng = random.Random(seed)
+    idx = rng.sample(range(len(prompts)), n) if n <= len(prompts) else [rng.randrange(len(prompts)) for _ in range(n)]
+    return [prompts[i] for i in idx], [responses[i] for i in idx]
+
+
 def length_distribution(env: str, n: int, seed: int = 0):
     """Synthetic step-sample (prompt, response) token lengths shaped like the environment's rollouts.
 
@@ -233,20 +267,25 @@ def length_distribution(env: str, n: int, seed: int = 0):
     return prompts, responses
 
 
-def padding_waste(prompts, responses, micro: int, budget: int, seed: int = 0) -> Dict[str, float]:
-    """Tokens computed per real token over one mini-batch (no model): fixed micro-batches of ``micro`` samples
-    after a shuffle (OpenRLHF's DataLoader), each padded to its longest, vs packed (real tokens only), and the
-    micro-batch counts of the fixed and token-budget plans."""
+def padding_waste(prompts, responses, micro: int, budget: int, seed: int = 0,
+                  mini_batch: Optional[int] = None) -> Dict[str, float]:
+    """Tokens computed per real token (no model): the samples shuffled (OpenRLHF's DataLoader), cut into
+    mini-batches of ``mini_batch`` samples (default: one mini-batch of all), each into fixed micro-batches of
+    ``micro`` samples padded to their longest, vs packed (real tokens only); and the micro-batch counts of the fixed
+    and the token-budget plans (summed over the mini-batches)."""
     from gaca_openrlhf.trainer.minibatch import min_token_budget_parts
 
     lengths = [p + r for p, r in zip(prompts, responses)]
     order = list(range(len(lengths)))
     random.Random(seed).shuffle(order)
-    groups = [order[s:s + micro] for s in range(0, len(order), micro)]
+    mini_batch = mini_batch or len(order)
+    minis = [order[s:s + mini_batch] for s in range(0, len(order), mini_batch)]
+    groups = [m[s:s + micro] for m in minis for s in range(0, len(m), micro)]
     padded = sum(len(g) * max(lengths[i] for i in g) for g in groups)
     real = sum(lengths)
-    return dict(padded=padded / real, packed=1.0, fixed_micro_batches=len(groups),
-                budget_micro_batches=min_token_budget_parts(lengths, budget), real_tokens=real)
+    return dict(padded=padded / real, packed=1.0, fixed_micro_batches=len(groups), mini_batches=len(minis),
+                budget_micro_batches=sum(min_token_budget_parts([lengths[i] for i in m], budget) for m in minis),
+                real_tokens=real, samples=len(lengths))
 
 
 def _rss_mb() -> float:
@@ -254,10 +293,23 @@ def _rss_mb() -> float:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
 
+def fixed_mmap_threshold(nbytes: int = 1 << 20) -> bool:
+    """glibc: allocations of ``nbytes`` and more are mmap'd and returned to the system on free (``mallopt
+    M_MMAP_THRESHOLD``, which also stops glibc from raising the threshold to 32 MB after each large free: without
+    it, tensors up to 32 MB come from the heap once a larger one was freed, and a later mode's peak reuses memory the
+    resident size already counts). True when set; elsewhere a no-op."""
+    import ctypes
+
+    try:
+        return bool(ctypes.CDLL("libc.so.6").mallopt(-3, int(nbytes)))  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        return False
+
+
 class PeakRSS:
     """Context manager sampling the process's resident memory every 2 ms: ``.mb`` = peak minus the RSS at entry
-    (CPU; large tensors are mmap'd by the allocator and returned on free, so successive modes do not hide each
-    other's peaks)."""
+    (CPU; with :func:`fixed_mmap_threshold`, tensors of 1 MB and more are mmap'd and returned on free, so successive
+    modes do not hide each other's peaks)."""
 
     def __enter__(self):
         import threading
@@ -350,12 +402,13 @@ class _CudaPeak:
 
 
 def run_env(env: str, actor, n: int, micro: int, budget: int, repeats: int, seed: int,
-            device: str = "cpu") -> Dict[str, dict]:
-    """Padded vs packed vs packed + token budget (+ chunked) over one mini-batch of ``n`` step samples."""
+            device: str = "cpu", lengths=None, chunk: int = 1024) -> Dict[str, dict]:
+    """Padded vs packed vs packed + token budget (+ chunked, ``chunk`` tokens) over one update of ``n`` step samples
+    (``lengths``: (prompts, responses) to draw them from; default the synthetic distribution)."""
     from gaca_openrlhf.trainer.chunked_actor import install_chunked_forward
 
     vocab = actor.model.config.vocab_size
-    prompts, responses = length_distribution(env, n, seed)
+    prompts, responses = draw(*lengths, n, seed) if lengths is not None else length_distribution(env, n, seed)
     samples = make_step_samples(prompts, responses, vocab, seed)
     actor.packing_samples = False
     items = prepare_items(actor, samples, micro=micro, seed=seed)
@@ -363,7 +416,7 @@ def run_env(env: str, actor, n: int, micro: int, budget: int, repeats: int, seed
     for mode in ("padded", "packed", "packed+budget", "packed+budget+chunked"):
         actor.packing_samples = mode != "padded"
         if mode.endswith("chunked"):
-            install_chunked_forward(actor, 1024)
+            install_chunked_forward(actor, chunk)
         dyn = budget_plan(items.items, budget, 1, seed) if "budget" in mode else None
         groups = dyn.dynamic_indices if dyn is not None else fixed_plan(len(items.items), micro)
         times, cpu_times, peaks = [], [], []
@@ -377,32 +430,79 @@ def run_env(env: str, actor, n: int, micro: int, budget: int, repeats: int, seed
             cpu_times.append(time.process_time() - c0)
             peaks.append(peak.mb)
         modes[mode] = dict(waste=res.computed_tokens / res.real_tokens, seconds=min(times), cpu_seconds=min(cpu_times),
-                           micro_batches=res.micro_batches, peak_mb=max(peaks), loss=res.loss)
+                           micro_batches=res.micro_batches, peak_mb=max(peaks), loss=res.loss,
+                           real_tokens=res.real_tokens, computed_tokens=res.computed_tokens)
         if "forward" in actor.__dict__:
             del actor.forward
     return modes
 
 
+#: verl-agent's PPO mini-batch in step samples (MINI_BATCH_STEPS of examples/gpu/_train_<env>.sh) per environment
+MINI_BATCH = {"alfworld": 256, "webshop": 64}
+#: the issue's targets (issue 27)
+TARGET_WASTE = 0.05
+TARGET_SPEEDUP = 1.3
+
+
+def targets(waste: Dict[str, dict], timed: Dict[str, dict], peak: Dict[str, float], peak_len: int,
+            chunk: int, key: str) -> List[str]:
+    """One line per target of the issue, met or not, with the number."""
+    lines = []
+    for env, w in waste.items():
+        packed = w["packed"] - 1
+        lines.append(f"padding waste <= {TARGET_WASTE:.0%} ({env}): packed {packed:.1%} (padded {w['padded'] - 1:.1%})"
+                     f" -> {'met' if packed <= TARGET_WASTE else 'NOT met'}")
+    for env, rows in timed.items():
+        base = rows["padded"][key]
+        for mode in ("packed", "packed+budget", "packed+budget+chunked"):
+            x = base / rows[mode][key]
+            lines.append(f"training phase >= {TARGET_SPEEDUP}x faster than padded ({env}, {mode}, {key}): {x:.2f}x "
+                         f"-> {'met' if x >= TARGET_SPEEDUP else 'NOT met'}")
+    chunks = math.ceil(peak_len / chunk)
+    for what in ("largest_saved_tensor_mb", next(k[5:] for k in peak if k.startswith("full_peak_"))):
+        ratio = peak[f"full_{what}"] / max(peak[f"chunked_{what}"], 1e-9)
+        lines.append(f"logits peak down >= {chunks}x (the number of chunks), {what}: {ratio:.1f}x "
+                     f"-> {'met' if ratio >= chunks else 'NOT met'}")
+    return lines
+
+
 def main(argv=None) -> int:
     """Print the padding-waste table, the timed padded / packed / token-budget / chunked update per environment,
-    and the logits peak (module docstring); returns 0."""
+    the logits peak and the issue's targets (module docstring); returns 0."""
+    import json
+    import os
+    import platform
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--waste-samples", type=int, nargs=2, default=[256, 64],
-                    help="mini-batch sizes (ALFWorld, WebShop) of the padding-waste table (verl-agent's)")
-    ap.add_argument("--waste-micro", type=int, default=8, help="fixed micro-batch size of the padding-waste table")
+    ap.add_argument("--env", nargs="*", default=["alfworld", "webshop"])
+    ap.add_argument("--lengths", nargs="*", default=[], metavar="FILE",
+                    help="recorded step-sample lengths (python -m gaca_openrlhf.bench.packing_record; each file names "
+                         "its environment); default: gaca_openrlhf/bench/data/packing_lengths_<env>.json")
+    ap.add_argument("--synthetic", action="store_true",
+                    help="synthetic lengths shaped like the environments instead of recorded ones")
+    ap.add_argument("--synthetic-responses", action="store_true",
+                    help="the recorded prompt lengths with synthetic response lengths (30-512 tokens, log-uniform: "
+                         "a trained model's reasoning) instead of the recorded model's")
+    ap.add_argument("--waste-micro", type=int, default=4,
+                    help="fixed micro-batch size of the padding-waste table (the recipes' MICRO_BATCH)")
     ap.add_argument("--waste-budget", type=int, default=16384, help="token budget of the padding-waste table")
-    ap.add_argument("--samples", type=int, default=8, help="step samples in the timed mini-batch")
+    ap.add_argument("--waste-samples", type=int, nargs=2, default=None, metavar=("ALFWORLD", "WEBSHOP"),
+                    help="synthetic lengths only: step samples of the padding-waste table (default one mini-batch)")
+    ap.add_argument("--samples", type=int, nargs="+", default=[32, 8],
+                    help="step samples of the timed update, per --env (default: one rank's share of verl-agent's "
+                         "mini-batch on 8 GPUs: 256 / 8 ALFWorld, 64 / 8 WebShop); one number: all")
     ap.add_argument("--micro", type=int, default=4, help="fixed micro-batch size of the timed padded/packed paths")
-    ap.add_argument("--budget", type=int, default=8192, help="token budget of a timed micro-batch")
+    ap.add_argument("--budget", type=int, default=4096, help="token budget of a timed micro-batch")
+    ap.add_argument("--train-chunk", type=int, default=256, help="log-prob chunk of the timed chunked mode")
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--vocab", type=int, default=8192)
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--peak-len", type=int, default=4096, help="tokens of the logits-peak micro-batch (WebShop)")
+    ap.add_argument("--peak-len", type=int, default=4096, help="tokens of the logits-peak micro-batch")
     ap.add_argument("--peak-vocab", type=int, default=32768, help="vocabulary of the logits-peak model")
-    ap.add_argument("--chunk", type=int, default=512)
-    ap.add_argument("--env", nargs="*", default=["alfworld", "webshop"])
+    ap.add_argument("--chunk", type=int, default=512, help="log-prob chunk of the logits-peak measurement")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default=None, metavar="OUT", help="also write every figure to this JSON file")
     a = ap.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     import openrlhf.models.actor as actor_module
@@ -410,24 +510,53 @@ def main(argv=None) -> int:
     if device == "cpu":  # torch.compile'd on CPU it recompiles per shape inside the timing; the same math eagerly
         actor_module.compute_entropy = getattr(actor_module.compute_entropy, "_torchdynamo_orig_callable",
                                                actor_module.compute_entropy)
-    print(f"padding waste over one mini-batch (fixed micro-batches of {a.waste_micro} after a shuffle; token budget "
-          f"{a.waste_budget}):")
-    print(f"{'env':10s} {'samples':>7s} {'real tokens':>11s} {'padded':>8s} {'packed':>8s} {'fixed mb':>8s} "
-          f"{'budget mb':>9s}")
-    for env, n in zip(["alfworld", "webshop"], a.waste_samples):
-        w = padding_waste(*length_distribution(env, n, a.seed), a.waste_micro, a.waste_budget, a.seed)
-        print(f"{env:10s} {n:7d} {w['real_tokens']:11d} {w['padded']:8.3f} {w['packed']:8.3f} "
-              f"{w['fixed_micro_batches']:8d} {w['budget_micro_batches']:9d}")
-    actor = bench_model(a.hidden, a.layers, a.vocab, device)
-    print(f"\ntimed training step: device={device} torch={torch.__version__} threads={torch.get_num_threads()} "
-          f"model: Qwen2 hidden "
-          f"{a.hidden}, {a.layers} layers, vocab {a.vocab}, fp32, sdpa; {a.samples} step samples, micro {a.micro}, "
-          f"budget {a.budget} tokens")
+    mmap_fixed = device == "cpu" and fixed_mmap_threshold()
+    lengths, sources = {}, {}
+    for i, env in enumerate(a.env):
+        if a.synthetic:
+            n = a.waste_samples[i] if a.waste_samples else MINI_BATCH.get(env, 64)
+            lengths[env] = length_distribution(env, n, a.seed)
+            sources[env] = {"synthetic": True}
+        else:
+            prompts, responses, meta = recorded_lengths(env, a.lengths)
+            sources[env] = {"path": os.path.relpath(meta["path"]), **meta.get("recorded", {})}
+            sources[env].pop("command", None)
+            if a.synthetic_responses:
+                responses = length_distribution(env, len(prompts), a.seed)[1]
+                sources[env]["synthetic_responses"] = True
+            lengths[env] = (prompts, responses)
+    report = {"machine": {"device": device, "torch": torch.__version__, "threads": torch.get_num_threads(),
+                          "cpus": os.cpu_count(), "load_avg": list(os.getloadavg()), "host": platform.node(),
+                          "cpu": platform.processor() or platform.machine(), "mmap_threshold_fixed": mmap_fixed},
+              "lengths": sources, "waste": {}, "timed": {}, "args": vars(a)}
+    print("step-sample lengths: " + "; ".join(
+        f"{env}: {'synthetic' if s.get('synthetic') else s['path']}"
+        f"{' + synthetic responses' if s.get('synthetic_responses') else ''} ({len(lengths[env][0])} samples, "
+        f"prompts mean {sum(lengths[env][0]) / len(lengths[env][0]):.0f}, responses mean "
+        f"{sum(lengths[env][1]) / len(lengths[env][1]):.0f} tokens)" for env, s in sources.items()))
+    print(f"\npadding waste (tokens computed per real token; the samples shuffled, cut into mini-batches of "
+          f"{'/'.join(str(MINI_BATCH.get(e, 64)) for e in a.env)}, fixed micro-batches of {a.waste_micro}; token "
+          f"budget {a.waste_budget}):")
+    print(f"{'env':10s} {'samples':>7s} {'mini-b':>6s} {'real tokens':>11s} {'padded':>8s} {'packed':>8s} "
+          f"{'fixed mb':>8s} {'budget mb':>9s}")
     for env in a.env:
-        rows = run_env(env, actor, a.samples, a.micro, a.budget, a.repeats, a.seed, device)
-        key = "cpu_seconds" if device == "cpu" else "seconds"
+        w = padding_waste(*lengths[env], a.waste_micro, a.waste_budget, a.seed, mini_batch=MINI_BATCH.get(env))
+        report["waste"][env] = w
+        print(f"{env:10s} {w['samples']:7d} {w['mini_batches']:6d} {w['real_tokens']:11d} {w['padded']:8.3f} "
+              f"{w['packed']:8.3f} {w['fixed_micro_batches']:8d} {w['budget_micro_batches']:9d}")
+    actor = bench_model(a.hidden, a.layers, a.vocab, device)
+    samples = dict(zip(a.env, a.samples if len(a.samples) > 1 else a.samples * len(a.env)))
+    print(f"\ntimed training phase: device={device} torch={torch.__version__} threads={torch.get_num_threads()} "
+          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; model: Qwen2 hidden {a.hidden}, "
+          f"{a.layers} layers, vocab {a.vocab}, fp32, sdpa; fixed micro-batches of {a.micro}, token budget "
+          f"{a.budget}, chunk {a.train_chunk}")
+    key = "cpu_seconds" if device == "cpu" else "seconds"
+    for env in a.env:
+        rows = run_env(env, actor, samples[env], a.micro, a.budget, a.repeats, a.seed, device,
+                       lengths=None if a.synthetic else lengths[env], chunk=a.train_chunk)
+        report["timed"][env] = rows
         base = rows["padded"][key]
-        print(f"\n{env}")
+        print(f"\n{env}: {samples[env]} step samples, {rows['padded']['real_tokens']} real tokens")
         print(f"{'mode':24s} {'tokens/real':>11s} {'micro-b':>7s} {'wall s':>8s} {'cpu s':>8s} {'speed-up':>8s} "
               f"{'peak +MB':>9s} {'loss':>12s}")
         for mode, r in rows.items():
@@ -438,10 +567,19 @@ def main(argv=None) -> int:
     del actor
     actor = bench_model(a.hidden, 1, a.peak_vocab, device)
     peak = logits_peak(actor, a.peak_len, a.chunk, device)
-    print(f"\nlogits peak, one {a.peak_len}-token sequence (WebShop length), vocab {a.peak_vocab}, chunk {a.chunk} "
+    report["logits_peak"] = peak
+    print(f"\nlogits peak, one {a.peak_len}-token sequence, vocab {a.peak_vocab}, chunk {a.chunk} "
           f"(log-probs + entropy + backward; 1-layer model):")
     for k, v in peak.items():
         print(f"  {k:24s} {v:10.1f}")
+    report["targets"] = targets(report["waste"], report["timed"], peak, a.peak_len, a.chunk, key)
+    print("\ntargets (issue 27):")
+    for line in report["targets"]:
+        print(f"  {line}")
+    report["machine"]["load_avg_end"] = list(os.getloadavg())
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(report, f, indent=1, default=str)
     return 0
 
 

@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from gaca_openrlhf.cli.train_ppo import parse_args
+from script_fakes import write_fake_python  # same folder (rootdir import mode)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GPU = os.path.join(ROOT, "examples", "gpu")
@@ -26,7 +27,8 @@ SCRIPT_VARS = ("WEBSHOP_URL", "MODEL", "SAVE_PATH", "VLLM_TP", "VLLM_ENGINES", "
                "WEBSHOP_HOST", "WEBSHOP_ADVERTISE_HOST", "WEBSHOP_PORT", "RAY_ADDRESS", "MAX_FAILED_FRAC",
                "CKPT_MAX_NUM", "DISK_NEEDED_GB", "ENV_WORKER_CPUS", "WEBSHOP_DATA", "WEBSHOP_GENERATED",
                "SMOKE_RESUME", "SMOKE_WEBSHOP", "EVAL_CKPTS", "KEEP_DS_CKPT", "KEEP_HF_CKPTS", "EVAL_GPUS", "EVAL_TP",
-               "CUDA_VISIBLE_DEVICES", "EVAL_SEEDS", "METHODS", "ABLATIONS", "HF_KEEP_POLL_S")
+               "CUDA_VISIBLE_DEVICES", "EVAL_SEEDS", "METHODS", "ABLATIONS", "HF_KEEP_POLL_S",
+               "PACKING", "TOKEN_BUDGET", "LOGPROB_CHUNK", "ZERO_STAGE")
 
 
 def script_env(env):
@@ -306,38 +308,16 @@ def test_smoke_refuses_a_folder_that_is_not_a_run(tmp_path):
     assert (tmp_path / "notes.txt").exists()
 
 
-FAKE_PYTHON = r"""#!/usr/bin/env bash
-# stands in for the project's python: records each call; generate / tasks write what the scripts check for
-echo "$*" >> "$FAKE_LOG"
-arg() { local want="$1"; shift; while (( $# )); do [[ "$1" == "$want" ]] && { echo "$2"; return; }; shift; done; }
-case "$*" in
-  "-m gaca_openrlhf.preflight"*) exit "${FAKE_PREFLIGHT_EXIT:-0}" ;;
-  "-m gaca_openrlhf.cli.train_ppo"*) exit "${FAKE_TRAIN_EXIT:-0}" ;;
-  "-m agents.alfworld generate"*) out="$(arg --out "$@")"; mkdir -p "$out/json_2.1.1/train"
-                                 arg --num-games "$@" > "$out/num_games" ;;
-  "-m gaca_openrlhf.rollout.tasks alfworld"*)
-    data="$(arg --data "$@")"; out="$(arg --out "$@")"; mkdir -p "$(dirname "$out")"
-    for i in $(seq 1 "$(cat "$data/num_games")"); do echo "{\"input\": \"game$i\"}"; done > "$out" ;;
-esac
-exit "${FAKE_EXIT:-0}"
-"""
-
-
 def fake_tools(tmp_path, gpus=8, torch_ok=True):
-    """A bin folder with a fake nvidia-smi listing ``gpus`` GPUs and a fake python (FAKE_PYTHON)."""
+    """A bin folder with a fake nvidia-smi listing ``gpus`` GPUs and the fake python (script_fakes.py)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     smi = bin_dir / "nvidia-smi"
     lines = "".join(f'echo "GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})"\n' for i in range(gpus))
     smi.write_text("#!/usr/bin/env bash\n" + (lines or 'echo "No devices were found"\n'))
-    py = bin_dir / "python"
-    text = FAKE_PYTHON
-    if not torch_ok:
-        text = text.replace('case "$*" in', 'case "$*" in\n  "-c import torch"*) echo "AssertionError: torch.cuda'
-                            '.is_available() is False" >&2; exit 1 ;;')
-    py.write_text(text)
-    for f in (smi, py):
-        f.chmod(0o755)
+    py = write_fake_python(bin_dir / "python", extra_cases="" if torch_ok else (
+        '  "-c import torch"*) echo "AssertionError: torch.cuda.is_available() is False" >&2; exit 1 ;;'))
+    smi.chmod(0o755)
     return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHON": str(py), "FAKE_LOG": str(tmp_path / "calls.log")}
 
 
@@ -481,6 +461,63 @@ def test_7b_webshop_defaults_to_micro_batch_2_and_one_engine_per_gpu():
     (args,) = train_cmds(dry_run("train_gaca_webshop.sh", SAVE_PATH="/tmp/out_15", WEBSHOP_URL="http://127.0.0.1:3000"))
     assert args.rollout.micro_batch_size == 4  # 1.5B keeps 4
 
+
+# ---- packed token-budget micro-batches by default, chunked log-probs on request (issue 27, docs/packing.md) ----
+
+def run_option(args, name):
+    """A step-trainer option: ``args.run.<name>`` (its home since the --run.* namespace), else ``args.gaca.<name>``."""
+    run = getattr(args, "run", None)
+    return getattr(run, name) if run is not None and hasattr(run, name) else getattr(args.gaca, name)
+
+
+@pytest.mark.parametrize("env_name", ENVS)
+@pytest.mark.parametrize("model", ["1.5b", "7b"])
+def test_packed_token_budget_micro_batches_by_default(env_name, model):
+    """The scripts run packed token-budget micro-batches by default, with the memory plan's budget for each recipe,
+    and full logits (chunked log-probs are refused with ZeRO-3 on several GPUs)."""
+    from gaca_openrlhf import memory_plan as mp
+
+    name = {"1.5b": "Qwen/Qwen2.5-1.5B-Instruct", "7b": "Qwen/Qwen2.5-7B-Instruct"}[model]
+    for method in METHODS:
+        (args,) = train_cmds(dry_run(f"train_{method}_{env_name}.sh", SAVE_PATH="/tmp/out_p", MODEL=name,
+                                     WEBSHOP_URL="http://127.0.0.1:3000"))
+        assert args.ds.packing_samples and args.train.dynamic_batch_enable
+        budget = mp.RECIPE_TOKEN_BUDGET[(model, env_name)]
+        assert args.train.max_tokens_per_gpu == args.rollout.max_tokens_per_gpu == budget
+        assert run_option(args, "logprob_chunk_size") == mp.RECIPE_LOGITS_CHUNK == 0
+        assert run_option(args, "mini_batch_steps") == mp.ENV_DEFAULTS[env_name]["mini_batch_steps"]
+        assert args.ds.attn_implementation == "sdpa"  # this machine has no flash-attn (on the node: flash_attention_2)
+
+
+def test_packing_budget_and_chunking_switches():
+    env = dict(SAVE_PATH="/tmp/out_p", WEBSHOP_URL="http://127.0.0.1:3000")
+    for script in ("train_gaca_alfworld.sh", "train_grpo_webshop.sh"):
+        (off,) = train_cmds(dry_run(script, PACKING="0", **env))  # padded fixed micro-batches, as before issue 27
+        assert not off.ds.packing_samples and not off.train.dynamic_batch_enable
+        assert run_option(off, "logprob_chunk_size") == 0
+        (packed,) = train_cmds(dry_run(script, TOKEN_BUDGET="0", **env))  # packed micro-batches of MICRO_BATCH
+        assert packed.ds.packing_samples and not packed.train.dynamic_batch_enable
+        (own,) = train_cmds(dry_run(script, TOKEN_BUDGET="12288", MODEL="Qwen/Qwen2.5-7B-Instruct", **env))
+        assert own.train.max_tokens_per_gpu == own.rollout.max_tokens_per_gpu == 12288  # an explicit choice wins
+        # chunked log-probs: refused with ZeRO-3 on several GPUs (the chunked head desynchronises the ranks' gathers)
+        res = run_script(script, LOGPROB_CHUNK="1024", **env)
+        assert res.returncode == 2 and "ZeRO-3 on 8 GPUs" in res.stderr and "LOGPROB_CHUNK=0" in res.stderr
+        (z2,) = train_cmds(dry_run(script, LOGPROB_CHUNK="1024", ZERO_STAGE="2", **env))
+        assert run_option(z2, "logprob_chunk_size") == 1024 and z2.ds.zero_stage == 2
+        (one,) = train_cmds(dry_run(script, LOGPROB_CHUNK="1024", GPUS_PER_NODE="1", **env))
+        assert run_option(one, "logprob_chunk_size") == 1024 and one.ds.zero_stage == 3
+
+
+def test_rehearsal_packs_with_a_budget_for_its_sizes():
+    """REHEARSAL=1 rehearses the node's path: packed micro-batches, a token budget scaled to its <= 1056-token
+    samples, full logits."""
+    for script, budget in (("train_gaca_alfworld.sh", 1024), ("train_gaca_webshop.sh", 2048)):
+        (args,) = train_cmds(dry_run(script, REHEARSAL="1", SAVE_PATH="/tmp/reh_p"))
+        assert args.ds.packing_samples and args.train.dynamic_batch_enable
+        assert args.train.max_tokens_per_gpu == args.rollout.max_tokens_per_gpu == budget
+        assert run_option(args, "logprob_chunk_size") == 0
+        (args,) = train_cmds(dry_run(script, REHEARSAL="1", SAVE_PATH="/tmp/reh_p", PACKING="0"))
+        assert not args.ds.packing_samples and not args.train.dynamic_batch_enable
 
 # ---- many-nodes review (NUM_NODES / GPUS_PER_NODE, WebShop address, failed-episode limit, start-up preflight) ----
 
@@ -711,7 +748,7 @@ while :; do k=$((k + 1)); for i in 0 1 2 3 4 5 6 7; do echo "$i, $((1000 * k + i
 
 
 def smoke_with_fakes(tmp_path, **env):
-    """smoke.sh for real with stand-ins for python (FAKE_PYTHON) and a sampling nvidia-smi; (result, calls)."""
+    """smoke.sh for real with stand-ins for python (script_fakes.py) and a sampling nvidia-smi; (result, calls)."""
     tools = fake_tools(tmp_path)
     smi = tmp_path / "bin" / "nvidia-smi"
     smi.write_text(FAKE_SMI_SAMPLER)
@@ -754,11 +791,10 @@ def test_smoke_without_nvidia_smi_says_memory_sampling_is_not_available(tmp_path
 
 def test_smoke_fails_when_a_check_or_a_leg_fails(tmp_path):
     """Each failed check is a FAIL line and the exit status is 1; a failed first leg leaves nothing to resume."""
-    fake = FAKE_PYTHON.replace('case "$*" in', 'case "$*" in\n  *smoke_check.py*--label\\ resume*) '
-                               'echo "[FAIL] resume: metrics.jsonl iterations [1, 2, 1, 2, 3]"; exit 1 ;;\n'
-                               '  *smoke_check.py*--label\\ alfworld*) echo "[PASS] alfworld: fine"; exit 0 ;;')
     tools = fake_tools(tmp_path)
-    (tmp_path / "bin" / "python").write_text(fake)
+    write_fake_python(tmp_path / "bin" / "python", extra_cases=(
+        '  *smoke_check.py*--label\\ resume*) echo "[FAIL] resume: metrics.jsonl iterations [1, 2, 1, 2, 3]"; exit 1 ;;\n'
+        '  *smoke_check.py*--label\\ alfworld*) echo "[PASS] alfworld: fine"; exit 0 ;;'))
     res = run_script("smoke.sh", DRY_RUN="0", SAVE_PATH=str(tmp_path / "smoke"), ALFWORLD_DATA="",
                      GACA_CACHE=str(tmp_path / "cache"), SMOKE_WEBSHOP="0", **tools)
     assert res.returncode == 1, res.stdout + res.stderr

@@ -128,10 +128,16 @@ def test_chunking_divides_logits_by_number_of_chunks(chunks):
     base = Plan(mp.BUILTIN["1.5b"], micro_batch=4, train_micro_batch=4, prompt_len=4096, response_len=512)
     tokens = 4 * 4608
     assert tokens % chunks == 0
-    for phase in (mp.experience_phase, mp.training_phase):
-        full = phase(base).components["logits"]
-        chunked = phase(replace(base, logits_chunk=tokens // chunks)).components["logits"]
-        assert chunked == pytest.approx(full / chunks)
+    full = mp.training_phase(base).components["logits"]
+    chunked = mp.training_phase(replace(base, logits_chunk=tokens // chunks)).components["logits"]
+    assert chunked == pytest.approx(full / chunks)
+    # experience: the policy's forward is chunked, the reference model's (OpenRLHF's forward) is not: its bf16 +
+    # fp32 logits (6 bytes per entry) stay; with EMPG's experience entropy (12) the policy's share shrinks to it
+    for entropy in (False, True):
+        plan = replace(base, experience_entropy=entropy)
+        exp = mp.experience_phase(replace(plan, logits_chunk=tokens // chunks)).components["logits"] * GIB
+        policy = (12 if entropy else 6) * tokens // chunks * 151936
+        assert exp == pytest.approx(max(policy, 6 * tokens * 151936))
     # a chunk longer than the micro batch changes nothing
     assert mp.training_phase(replace(base, logits_chunk=10 ** 6)).components["logits"] == \
         pytest.approx(mp.training_phase(base).components["logits"])
@@ -184,7 +190,7 @@ def test_train_micro_mirrors_common_sh():
 @pytest.mark.parametrize("kw,msg", [
     (dict(gpus=8, tp=3), "tp 3 does not divide gpus 8"), (dict(micro_batch=-1), "micro-batch"),
     (dict(prompt_len=0), "prompt-len"), (dict(vllm_mem=1.2), "vllm-mem"), (dict(gpu_mem_gb=-80), "gpu-mem-gb"),
-    (dict(zero=4), "zero"), (dict(logits_chunk=-1), "logits-chunk")])
+    (dict(zero=4), "zero"), (dict(logits_chunk=-1), "logits-chunk"), (dict(token_budget=-1), "token-budget")])
 def test_plan_rejects_bad_values(kw, msg):
     with pytest.raises(ValueError, match=msg):
         Plan(mp.BUILTIN["1.5b"], **kw)
@@ -213,12 +219,19 @@ def run_cli(capsys, *args):
 
 def test_cli_recipes_today(capsys):
     rc, out = run_cli(capsys, "--recipes")
-    for label in ("1.5b alfworld", "1.5b webshop", "7b alfworld", "7b webshop"):
+    for label, budget in (("1.5b alfworld", 20480), ("1.5b webshop", 20480), ("7b alfworld", 16384),
+                          ("7b webshop", 16384)):
         assert sum(line.startswith(f"| {label} ") for line in out.splitlines()) == 3
-    # the four recipes at their defaults fit with the 10 % margin (7B WebShop at micro batch 2, every 7B engine TP 1)
+        assert f"{label}: token budget {budget}; the largest that fits" in out
+        assert f"packed micro batches of <= {budget} tokens (token budget), logits chunk none" in out
+    # the four recipes at their defaults (packed micro-batches of <= 20480 / 16384 tokens, full logits) fit with the
+    # 10 % margin (every 7B engine TP 1)
     assert rc == 0 and "DOES NOT FIT" not in out and "all fit" in out
     assert "7b webshop: Qwen2.5-7B-Instruct (7.62B params), 8 GPUs x 80 GB, vLLM TP 1" in out
-    assert "micro batch 2 (log-prob) / 2 (training)" in out
+    # PACKING=0 LOGPROB_CHUNK=0: fixed padded micro-batches, full logits (7B WebShop at micro batch 2) fit too
+    rc, out = run_cli(capsys, "--recipes", "--token-budget", "0", "--logits-chunk", "0")
+    assert rc == 0 and "all fit" in out and "token budget" not in out
+    assert "micro batch 2 (log-prob) / 2 (training), logits chunk none" in out
 
 
 def test_cli_recipes_exit_status(capsys):
@@ -236,8 +249,12 @@ def test_cli_single(capsys):
     rows = [l for l in out.splitlines() if l.startswith("| 1.5b alfworld")]
     assert [r.split("|")[2].strip() for r in rows] == ["rollout", "experience", "training"]
     assert "seq 2048+512" in out
-    rc, out = run_cli(capsys, "--model", "7b", "--env", "webshop", "--tp", "2", "--micro-batch", "2")
-    assert rc == 0 and "micro batch 2 (log-prob) / 2 (training)" in out
+    assert "packed micro batches of <= 20480 tokens (token budget), logits chunk none" in out  # the scripts' defaults
+    rc, out = run_cli(capsys, "--model", "7b", "--env", "webshop", "--tp", "2", "--micro-batch", "2", "--token-budget",
+                      "0")
+    assert rc == 0 and "micro batch 2 (log-prob) / 2 (training), logits chunk none" in out
+    rc, out = run_cli(capsys, "--model", "7b", "--env", "webshop", "--logits-chunk", "4096")  # budget: the recipe's
+    assert rc == 0 and "packed micro batches of <= 16384 tokens (token budget), logits chunk 4096" in out
 
 
 def test_cli_module_entry_point():
@@ -258,7 +275,8 @@ def test_cli_module_entry_point():
     (["--model", "7b", "--env", "alfworld", "--mini-batch-steps", "60"], "multiple of gpus"),
     (["--model", "7b", "--env", "mars"], "invalid choice"),
     (["--model", "7b"], "give --model and --env"),
-    (["--recipes", "--model", "7b"], "only --gpu-mem-gb and --logits-chunk apply"),
+    (["--recipes", "--model", "7b"], "only --gpu-mem-gb, --token-budget and --logits-chunk apply"),
+    (["--model", "7b", "--env", "alfworld", "--token-budget", "-1"], "must be >= 0"),
 ])
 def test_cli_bad_input(capsys, args, msg):
     with pytest.raises(SystemExit) as e:
@@ -289,6 +307,69 @@ def test_recipe_defaults_match_the_scripts():
     # 7B WebShop's micro batch: the recipe table says 2, the script lowers MICRO_BATCH to 2 for a 7B model
     assert [mb for m, e, _, mb in mp.RECIPES if (m, e) == ("7b", "webshop")] == [2]
     assert 'MICRO_BATCH=2; fi' in (ROOT / "examples/gpu/_train_webshop.sh").read_text()
+    # packed token-budget micro-batches (the budget of 1.5B by default, 7B's for a 7B model), full logits
+    for env in ("alfworld", "webshop"):
+        text = (ROOT / "examples/gpu" / f"_train_{env}.sh").read_text()
+        assert int(_script_default(f"_train_{env}.sh", "TOKEN_BUDGET")) == mp.RECIPE_TOKEN_BUDGET[("1.5b", env)]
+        assert f'"$MODEL" == *7[Bb]* ]]; then TOKEN_BUDGET={mp.RECIPE_TOKEN_BUDGET[("7b", env)]}; fi' in text
+        assert int(_script_default(f"_train_{env}.sh", "LOGPROB_CHUNK")) == mp.RECIPE_LOGITS_CHUNK
+        assert _script_default(f"_train_{env}.sh", "PACKING") == "1"
+
+
+def test_token_budget_micro_batches_by_hand():
+    """T = max(B, prompt + response) tokens for both passes, whatever MICRO_BATCH (module docstring)."""
+    plan = replace(TINY_PLAN, token_budget=20)                        # seq 8: T = 20 in both passes
+    assert (plan.experience_tokens, plan.train_tokens) == (20, 20)
+    b = _bytes(mp.training_phase(plan))
+    assert b["acts"] == pytest.approx(2 * 20 * 8 * 2) and b["logits"] == pytest.approx(20 * 20 * 32)
+    assert b["layer"] == pytest.approx(20 * (22 * 8 + 6 * 4 + 12 * 16))
+    e = _bytes(mp.experience_phase(plan))
+    assert e["layer"] == pytest.approx(20 * (4 * 8 + 8 * 16)) and e["logits"] == pytest.approx(6 * 20 * 32)
+    assert mp.training_phase(replace(plan, micro_batch=7, train_micro_batch=5)).total == \
+        pytest.approx(mp.training_phase(plan).total)
+    short = replace(TINY_PLAN, token_budget=3)                        # a sample longer than the budget: alone
+    assert (short.experience_tokens, short.train_tokens) == (8, 8)
+    assert (TINY_PLAN.experience_tokens, TINY_PLAN.train_tokens) == (16, 8)  # no budget: micro batch x seq
+
+
+def test_recipe_token_budgets_are_the_plans_choice():
+    """RECIPE_TOKEN_BUDGET (what the scripts pass) is what recommended_token_budget picks for each recipe: with full
+    logits the memory holds them below the 32768 ceiling (the next step of 4096 does not fit); chunked log-probs
+    (4096) would allow the ceiling."""
+    for plan, (m, e, _, _) in zip(mp.default_recipe_plans(), mp.RECIPES):
+        mbs = mp.ENV_DEFAULTS[e]["mini_batch_steps"]
+        assert plan.token_budget == mp.RECIPE_TOKEN_BUDGET[(m, e)] == mp.recommended_token_budget(plan, mbs)
+        assert plan.logits_chunk == mp.RECIPE_LOGITS_CHUNK == 0 and mp.fits(plan)
+        assert plan.token_budget < mp.TOKEN_BUDGET_CEILING and plan.token_budget % mp.TOKEN_BUDGET_STEP == 0
+        assert not mp.fits(replace(plan, token_budget=plan.token_budget + mp.TOKEN_BUDGET_STEP))
+        assert mp.recommended_token_budget(replace(plan, logits_chunk=4096), mbs) == mp.TOKEN_BUDGET_CEILING
+    # one GPU's share of a mini batch caps it: 64 step samples of 4608 tokens on 64 GPUs: 4608 -> 8192 (step 4096)
+    plan = mp.recipe_plan("1.5b", "webshop", 1, gpus=64, token_budget=4096, logits_chunk=4096)
+    assert mp.recommended_token_budget(plan, 64) == 8192
+    # a GPU too small for the ceiling: the largest multiple of 4096 that fits
+    small = replace(mp.default_recipe_plans()[3], gpu_mem_gb=40.0)
+    got = mp.recommended_token_budget(small, 64)
+    assert got and got < 16384 and mp.fits(replace(small, token_budget=got))
+    assert not mp.fits(replace(small, token_budget=got + 4096))
+    assert mp.largest_token_budget(replace(small, gpu_mem_gb=10.0)) is None
+
+
+def test_suggestions_for_a_token_budget_plan():
+    plan = replace(mp.default_recipe_plans()[3], gpu_mem_gb=40.0)      # 7B WebShop at 16384 on a 40 GB GPU
+    assert not mp.fits(plan)
+    lines = mp.suggest(plan, 64)
+    assert lines[0].startswith("--token-budget ") and "MICRO_BATCH" not in " ".join(lines)
+    budget = int(lines[0].split()[1])
+    assert budget % 1024 == 0 and mp.fits(replace(plan, token_budget=budget))
+    assert not mp.fits(replace(plan, token_budget=budget + 1024))
+    assert lines[1].startswith("--logits-chunk ") and "at token budget 16384" in lines[1]
+    plan = replace(mp.default_recipe_plans()[3], token_budget=32768)    # full logits at 32768 tokens: 93 GB
+    assert not mp.fits(plan)
+    lines = mp.suggest(plan, 64)
+    assert lines[0].startswith("--token-budget ") and lines[1].startswith("--logits-chunk ")
+    assert "at token budget 32768" in lines[1]
+    chunk = int(lines[1].split()[1])
+    assert mp.fits(replace(plan, logits_chunk=chunk)) and not mp.fits(replace(plan, logits_chunk=2 * chunk))
 
 
 def test_readme_table_is_the_current_output(capsys):
