@@ -38,7 +38,7 @@ def rehearse(script: str, save: str) -> subprocess.CompletedProcess:
               "TASKS_PER_ITER", "ROLLOUTS", "GACA_BACKEND", "LR", "MAX_STEPS", "SAVE_STEPS", "MAX_LOGPROB_GAP",
               "TASKS", "SEED", "GACA_CALLER_PWD", "REQUIRE_ALL_ITERATIONS", "N_GPUS", "NUM_NODES", "WEBSHOP_HOST",
               "WEBSHOP_ADVERTISE_HOST", "WEBSHOP_PORT", "MAX_FAILED_FRAC", "CKPT_MAX_NUM", "REHEARSAL_DTYPE",
-              "RAY_ADDRESS", "GACA_REHEARSAL_CLUSTER"):
+              "RAY_ADDRESS", "GACA_REHEARSAL_CLUSTER", "PACKING", "TOKEN_BUDGET", "LOGPROB_CHUNK"):
         env.pop(k, None)  # the rehearsal's own defaults, whatever the caller's shell has
     env.update(REHEARSAL="1", GPUS_PER_NODE=str(N_GPUS), SAVE_PATH=save)
     return subprocess.run(["bash", os.path.join(GPU, script)], cwd=ROOT, env=env, capture_output=True, text=True,
