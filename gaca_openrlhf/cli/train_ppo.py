@@ -159,8 +159,13 @@ def check_step_args(args, shape: RunShape) -> None:
 def main(argv=None) -> None:
     args = parse_args(argv)
     from gaca_openrlhf.trainer.launch import train
+    from gaca_openrlhf.trainer.startup import StartupError
 
-    train(args)
+    try:
+        train(args)
+    except StartupError as e:  # an actor or engine that did not come up: its cause, no Ray traceback around it
+        print(f"[gaca] error: the run could not start: {e}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

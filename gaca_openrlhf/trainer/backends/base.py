@@ -41,6 +41,11 @@ class Backend(ABC):
     name = ""
     #: logical CPUs of the trainer actor
     trainer_cpus = 1
+    #: seconds the start-up (trainer, models, engines) may take before the run stops with an error naming what is
+    #: still pending (``GACA_STARTUP_TIMEOUT_S`` overrides it; :mod:`gaca_openrlhf.trainer.startup`)
+    startup_timeout_s = 1800.0
+    #: what --vllm.gpu_memory_utilization is a fraction of for this backend's engines
+    engine_memory = "the GPU's memory"
 
     def __init__(self, args) -> None:
         self.args = args
@@ -74,6 +79,14 @@ class Backend(ABC):
     @abstractmethod
     def actor_group(self, num_nodes: int, per_node: int, cls, pg=None):
         """``num_nodes x per_node`` ranks of the actor class ``cls`` (``pg``: their placement group, or None)."""
+
+    def engine_failure_hint(self) -> str:
+        """What to do when a vLLM engine fails to start, appended to the start-up error: vLLM refuses to start
+        when less memory is free than --vllm.gpu_memory_utilization asks for."""
+        util = self.args.vllm.gpu_memory_utilization
+        return (f"When the engine's log above reports too little free memory (vLLM needs "
+                f"--vllm.gpu_memory_utilization = {util} of {self.engine_memory} free at start-up), lower "
+                f"--vllm.gpu_memory_utilization or free memory (stop other processes) and run again.")
 
     def finish(self, actors: Actors) -> None:
         """After the trainer's ``fit``, also when it failed (default: nothing)."""

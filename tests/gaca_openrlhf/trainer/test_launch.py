@@ -13,6 +13,7 @@ import json
 import types
 
 import pytest
+from ray.exceptions import GetTimeoutError, RayActorError
 
 import gaca_openrlhf.cpu.actors as cpu_actors
 import gaca_openrlhf.cpu.patches as cpu_patches
@@ -21,11 +22,13 @@ import gaca_openrlhf.trainer.backends.base as backend_base
 import gaca_openrlhf.trainer.backends.gpu as gpu_backend
 import gaca_openrlhf.trainer.cpu_actors as trainer_cpu_actors
 import gaca_openrlhf.trainer.launch as launch
+import gaca_openrlhf.trainer.startup as startup
 from gaca_openrlhf.cli.train_ppo import parse_args
 from gaca_openrlhf.trainer import backends
 from gaca_openrlhf.trainer.backends.cpu import CPUBackend
 from gaca_openrlhf.trainer.backends.gpu import GPUBackend
 from gaca_openrlhf.trainer.backends.rehearsal import RehearsalBackend
+from gaca_openrlhf.trainer.startup import StartupError
 from gaca_openrlhf.cpu import SETUP_HOOK
 from gaca_openrlhf.rollout.config import ENV_VAR, RolloutConfig
 
@@ -89,8 +92,11 @@ class Rec:
 
 
 class FakeRay:
+    """``fail``: (ref, exception) pairs whose ``get`` raises; ``never``: refs ``wait`` never reports ready."""
+
     def __init__(self, log, initialized=False):
         self.log, self.initialized = log, initialized
+        self.fail, self.never = [], []
 
     def is_initialized(self):
         return self.initialized
@@ -98,11 +104,26 @@ class FakeRay:
     def init(self, **kwargs):
         self.log.append(("ray.init", (), kwargs))
 
-    def get(self, ref):
-        self.log.append(("ray.get", (ref,), {}))
+    def get(self, ref, timeout=None):
+        self.log.append(("ray.get", (ref,), {} if timeout is None else {"timeout": timeout}))
+        for failing, err in self.fail:
+            if failing == ref:
+                raise err
         if isinstance(ref, list):
             return [r for r in ref]
         return 7 if ref == "<max_steps>" else ref
+
+    def wait(self, refs, num_returns=1, timeout=None):
+        """Every ref but the ``never`` ones is ready (start-up waits: launch.load_models, startup.wait_for_startup)."""
+        self.log.append(("ray.wait", (list(refs),), {"num_returns": num_returns}))
+        ready = [r for r in refs if not any(r == n for n in self.never)]
+        return ready, [r for r in refs if r not in ready]
+
+    def cluster_resources(self):
+        return {"GPU": 2.0, "CPU": 16.0}
+
+    def available_resources(self):
+        return {"GPU": 0.0, "CPU": 12.0}
 
     def remote(self, **kwargs):
         return lambda cls: ("remote", kwargs, cls)
@@ -357,13 +378,14 @@ def test_train_gpu_default_wiring(rig):
     n = names(log)
     i_fit = n.index("fit")
     gets = [g[0][0] for g in calls(log, "ray.get")]
-    assert ["<engine0 ready>", "<engine1 ready>"] in gets  # the engines' readiness is awaited ...
-    ready_at = max(i for i, e in enumerate(log) if e[0] == "ray.get" and e[1][0] == ["<engine0 ready>",
-                                                                                  "<engine1 ready>"])
-    assert ready_at < i_fit  # ... before fit
+    # the engines' readiness is awaited together with the policy's init (one bounded start-up wait) ...
+    init_ref = ("init-ref", ("remote", {"num_gpus": 1}, "Policy"))
+    waits = [(i, e[1][0]) for i, e in enumerate(log) if e[0] == "ray.wait"]
+    assert [w for _, w in waits] == [["<max_steps>"], [init_ref, "<engine0 ready>", "<engine1 ready>"]]
+    assert waits[-1][0] < i_fit  # ... before fit
+    assert all(ref in gets for ref in ("<engine0 ready>", "<engine1 ready>", init_ref))  # and their values read
     assert [((("remote", {"num_gpus": 1}, "Policy"),), {})] == calls(log, "save") and n.index("save") > i_fit
     assert ("save-ref", ("remote", {"num_gpus": 1}, "Policy")) in gets  # the save is awaited
-    assert [("init-ref", ("remote", {"num_gpus": 1}, "Policy"))] in gets  # the init is awaited
 
 
 def test_train_gpu_colocate_all_with_ref_critic_reward(rig):
@@ -399,12 +421,15 @@ def test_train_gpu_colocate_all_with_ref_critic_reward(rig):
     assert inits["Ref"][1:] == ("/models/m",) and inits["Reward"][1:] == ("/models/r",)
     assert inits["Critic"][1:] == ("/models/c", 7) and inits["Policy"][1:] == ("/models/m", 7, rig.engines)
     n = names(log)
-    init_refs = [g[0][0] for g in calls(log, "ray.get") if isinstance(g[0][0], list)
-                 and g[0][0] and g[0][0][0][0] == "init-ref"]
-    assert {r[1] if isinstance(r[1], str) else "Policy" for r in init_refs[0]} == {"Policy", "Ref", "Reward"}
+    waits = [(i, e[1][0]) for i, e in enumerate(log) if e[0] == "ray.wait"]
+    first_models_wait, models = [(i, w) for i, w in waits if any(r[0] == "init-ref" for r in w
+                                                                 if isinstance(r, tuple))][0]
+    inits_awaited = [r for r in models if isinstance(r, tuple) and r[0] == "init-ref"]
+    assert {r[1] if isinstance(r[1], str) else "Policy" for r in inits_awaited} == {"Policy", "Ref", "Reward"}
+    assert "<engine0 ready>" in models and "<engine1 ready>" in models  # the engines, in the same wait
     critic_init = [i for i, e in enumerate(log) if e[0] == "init" and e[1][0] == "Critic"][0]
-    first_get_of_inits = [i for i, e in enumerate(log) if e[0] == "ray.get" and e[1][0] == init_refs[0]][0]
-    assert critic_init > first_get_of_inits
+    assert critic_init > first_models_wait  # the critic after the others finished loading ...
+    assert [w for i, w in waits if i > critic_init] == [[("init-ref", "Critic")]]  # ... and awaited too
     saves = [s[0][0] for s in calls(log, "save")]
     assert "Critic" in saves and len(saves) == 2 and n.index("save") > n.index("fit")
 
@@ -544,3 +569,97 @@ def test_train_rehearsal_report_after_a_failed_fit(rig, monkeypatch, capsys):
     launch.train(a)  # the report's failure is printed, training still saves
     assert "[rehearsal] could not write rehearsal.json: OSError('disk full')" in capsys.readouterr().out
     assert len(calls(rig.log, "save")) == 1
+
+
+# ------------------------------------------------------------------------------------------- start-up failures
+
+
+def engine_died(message: str) -> RayActorError:
+    """What a method call on an engine whose ``__init__`` raised gives (Ray's text around the engine's error)."""
+    return RayActorError(actor_id=None, error_msg=(
+        "The actor died because of an error raised in its creation task, ray::RolloutRayActor.__init__()\n"
+        "  File \"vllm_engine.py\", line 64, in __init__\n"
+        f"RuntimeError: {message}"))
+
+
+def test_a_dead_engine_stops_train_even_while_a_model_never_loads(rig):
+    """Catches the hang of a quickstart run (vLLM refused to start for lack of memory, the policy actor never came
+    up): the engines awaited only after the models loaded, i.e. never; or the error not naming the engine, its own
+    error and the --vllm.gpu_memory_utilization hint; or training started anyway."""
+    a = _gpu("--vllm.gpu_memory_utilization", "0.6")
+    rig.ray.never = [("init-ref", ("remote", {"num_gpus": 1}, "Policy"))]
+    rig.ray.fail = [("<engine1 ready>", engine_died("Engine core initialization failed. See root cause above."))]
+    with pytest.raises(StartupError) as info:
+        launch.train(a)
+    msg = str(info.value)
+    assert msg.startswith("vLLM engine 2/2 failed to start: RuntimeError: Engine core initialization failed.")
+    assert "lower --vllm.gpu_memory_utilization" in msg and "= 0.6 of the GPU's memory" in msg
+    assert isinstance(info.value.__cause__, RayActorError)
+    assert "fit" not in names(rig.log) and not calls(rig.log, "save")
+
+
+def test_cpu_engine_hint_speaks_of_ram_unless_the_engine_said_it(rig):
+    """Catches: the CPU backend's hint calling the KV-cache share a GPU's memory, or the advice repeated when the
+    CPU engine's own error (gaca_openrlhf/cpu/actors.py) already gives it."""
+    a = _args("--run.backend", "cpu", "--vllm.gpu_memory_utilization", "0.99")
+    rig.ray.fail = [("<engine0 ready>", engine_died("boom"))]
+    with pytest.raises(StartupError, match=r"(?s)vLLM engine 1/2 failed to start: RuntimeError: boom\n.*"
+                                           r"0\.99 of the machine's RAM"):
+        launch.train(a)
+    rig.ray.fail = [("<engine0 ready>", engine_died(
+        "vLLM engine could not start: not enough free memory ... Lower --vllm.gpu_memory_utilization or free memory"))]
+    with pytest.raises(StartupError) as info:
+        launch.train(a)
+    assert "machine's RAM" not in str(info.value) and str(info.value).count("--vllm.gpu_memory_utilization") == 1
+
+
+def test_a_dead_trainer_or_critic_is_named(rig):
+    """Catches: the trainer actor's or the critic's start-up failure unbounded / not named."""
+    rig.ray.fail = [("<max_steps>", engine_died("trainer broke"))]
+    with pytest.raises(StartupError, match="the trainer actor failed to start: RuntimeError: trainer broke"):
+        launch.train(_gpu())
+    rig.ray.fail = [(("init-ref", "Critic"), engine_died("no such model"))]
+    a = _gpu()
+    a.critic.model_name_or_path = "/models/c"
+    with pytest.raises(StartupError, match="critic rank 0 failed to start: RuntimeError: no such model"):
+        launch.train(a)
+
+
+def test_engine_factory_failure_is_a_startup_error(rig, monkeypatch):
+    """Catches: an engine that died before the factory returned (OpenRLHF's initial sleep call) raised as a bare
+    Ray error without the memory hint."""
+    def dying_factory(*args, **kwargs):
+        raise engine_died("Engine core initialization failed.")
+
+    monkeypatch.setattr(gpu_backend, "create_vllm_engines", dying_factory)
+    with pytest.raises(StartupError, match=r"(?s)a vLLM engine failed to start: .*--vllm.gpu_memory_utilization"):
+        launch.train(_gpu())
+
+
+def test_placement_group_wait_is_bounded(rig, monkeypatch):
+    """Catches: ``ray.get(pg.ready())`` without a timeout (a placement group the cluster cannot hold waits forever),
+    or its error not saying what was asked and what the cluster has."""
+    monkeypatch.setenv(startup.TIMEOUT_ENV, "30")
+    a = _gpu("--train.colocate_all", "--vllm.num_engines", "2")
+    monkeypatch.setattr(FakePG, "ready", lambda self: "<pg ready>")
+    rig.ray.fail = [("<pg ready>", GetTimeoutError("timed out"))]
+    with pytest.raises(StartupError, match=r"placement group of 2 \{GPU: 1, CPU: 1\} bundles was not ready within "
+                                           r"30 s: the Ray cluster has 2 GPU, 16 CPU in all, 0 GPU, 12 CPU free"):
+        launch.train(a)
+    assert ("ray.get", ("<pg ready>",), {"timeout": 30.0}) in rig.log
+
+
+def test_cli_reports_a_startup_error_without_a_traceback(monkeypatch, capsys):
+    """Catches: a start-up failure leaving train_ppo with a Ray traceback and no one-line cause, or exit status 0
+    (the quickstart's phase must fail so that --resume retries it)."""
+    from gaca_openrlhf.cli import train_ppo
+
+    def failing_train(args):
+        raise StartupError("vLLM engine 1/1 failed to start: not enough free memory")
+
+    monkeypatch.setattr(launch, "train", failing_train)
+    with pytest.raises(SystemExit) as info:
+        train_ppo.main(BASE)
+    assert info.value.code == 1
+    assert "[gaca] error: the run could not start: vLLM engine 1/1 failed to start: not enough free memory" in \
+        capsys.readouterr().err
