@@ -600,3 +600,22 @@ queue_run_evals() {
     done
   done
 }
+
+# PACKING_ARGS of the train scripts (docs/packing.md): packed token-budget micro-batches by default (20480 tokens per
+# GPU, 16384 for 7B; a script may set its rehearsal budget first), chunked log-probs when LOGPROB_CHUNK > 0.
+set_packing_args() {
+  if [[ -z "${TOKEN_BUDGET:-}" && "$MODEL" == *7[Bb]* ]]; then TOKEN_BUDGET=16384; fi
+  PACKING="${PACKING:-1}" TOKEN_BUDGET="${TOKEN_BUDGET:-20480}" LOGPROB_CHUNK="${LOGPROB_CHUNK:-0}"
+  if (( LOGPROB_CHUNK > 0 && ZERO_STAGE == 3 && TOTAL_GPUS > 1 )); then
+    echo "error: LOGPROB_CHUNK=$LOGPROB_CHUNK (chunked log-probs) with ZeRO-3 on $TOTAL_GPUS GPUs desynchronises the" \
+         "ranks' parameter gathers (docs/packing.md, \"Open\"): use LOGPROB_CHUNK=0 or ZERO_STAGE=2" >&2
+    exit 2
+  fi
+  PACKING_ARGS=()
+  (( LOGPROB_CHUNK <= 0 )) || PACKING_ARGS+=(--gaca.logprob_chunk_size "$LOGPROB_CHUNK")
+  if [[ "$PACKING" == "1" ]]; then
+    PACKING_ARGS+=(--ds.packing_samples)
+    (( TOKEN_BUDGET <= 0 )) || PACKING_ARGS+=(--train.dynamic_batch_enable --train.max_tokens_per_gpu "$TOKEN_BUDGET"
+                                              --rollout.max_tokens_per_gpu "$TOKEN_BUDGET")
+  fi
+}

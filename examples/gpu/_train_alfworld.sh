@@ -36,20 +36,7 @@ MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-256}"  # verl-agent: 256 step samples per 
 # "Open"), so it is refused there until that is fixed; ZERO_STAGE=2 or one GPU can use it.
 # REHEARSAL=1: a budget scaled to its <= 1056-token samples, so that micro-batches pack several samples.
 rehearse TOKEN_BUDGET=1024
-if [[ -z "${TOKEN_BUDGET:-}" && "$MODEL" == *7[Bb]* ]]; then TOKEN_BUDGET=16384; fi
-PACKING="${PACKING:-1}" TOKEN_BUDGET="${TOKEN_BUDGET:-20480}" LOGPROB_CHUNK="${LOGPROB_CHUNK:-0}"
-if (( LOGPROB_CHUNK > 0 && ZERO_STAGE == 3 && TOTAL_GPUS > 1 )); then
-  echo "error: LOGPROB_CHUNK=$LOGPROB_CHUNK (chunked log-probs) with ZeRO-3 on $TOTAL_GPUS GPUs desynchronises the" \
-       "ranks' parameter gathers (docs/packing.md, \"Open\"): use LOGPROB_CHUNK=0 or ZERO_STAGE=2" >&2
-  exit 2
-fi
-PACKING_ARGS=()
-(( LOGPROB_CHUNK <= 0 )) || PACKING_ARGS+=(--gaca.logprob_chunk_size "$LOGPROB_CHUNK")
-if [[ "$PACKING" == "1" ]]; then
-  PACKING_ARGS+=(--ds.packing_samples)
-  (( TOKEN_BUDGET <= 0 )) || PACKING_ARGS+=(--train.dynamic_batch_enable --train.max_tokens_per_gpu "$TOKEN_BUDGET"
-                                            --rollout.max_tokens_per_gpu "$TOKEN_BUDGET")
-fi
+set_packing_args  # PACKING_ARGS from PACKING / TOKEN_BUDGET / LOGPROB_CHUNK (_common.sh)
 method_args "$METHOD"
 common_args
 # Ray CPUs/GPUs (one env worker of ENV_WORKER_CPUS per episode of an iteration, README "Env worker CPUs"), disk
