@@ -160,11 +160,15 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     from gaca_openrlhf.trainer.launch import train
     from gaca_openrlhf.trainer.startup import StartupError
+    from gaca_openrlhf.trainer.watch import RunFailure
 
     try:
         train(args)
     except StartupError as e:  # an actor or engine that did not come up: its cause, no Ray traceback around it
         print(f"[gaca] error: the run could not start: {e}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+    except RunFailure as e:  # an actor that died mid-run: its name and Ray's death cause, no Ray traceback around it
+        print(f"[gaca] error: the run stopped: {e}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
 
 

@@ -24,6 +24,7 @@ from .backends import Actors, Backend
 from .ppo_trainer import GacaPPOTrainerActor
 from .startup import DEFAULT_TIMEOUT_S, Deadline, StartupError, Wait, describe_failure, startup_timeout_s, \
     wait_for_startup
+from .watch import wait_for_fit
 
 
 def worker_env_vars(args) -> dict:
@@ -79,6 +80,19 @@ def engine_waits(engines: list, hint: str = "") -> List[Wait]:
             for i, engine in enumerate(engines)]
 
 
+def watched_actors(actors: Actors) -> List[Wait]:
+    """Every model rank and engine of the run, named as at start-up, for :func:`~.watch.wait_for_fit` to watch
+    (``ref`` unused)."""
+    out: List[Wait] = []
+    for group, what in ((actors.actor, "policy"), (actors.ref, "reference model"), (actors.critic, "critic"),
+                        (actors.reward, "reward model")):
+        handles = list(getattr(group, "_actor_handlers", None) or []) if group is not None else []
+        out += [Wait(None, f"{what} rank {rank}", handle) for rank, handle in enumerate(handles)]
+    engines = actors.vllm_engines or []
+    out += [Wait(None, f"vLLM engine {i + 1}/{len(engines)}", engine) for i, engine in enumerate(engines)]
+    return out
+
+
 def load_models(args, strategy, actors: Actors, backend: Optional[Backend] = None) -> None:
     """Load every model (the critic after the others, as OpenRLHF does) and wait for the engines to be up.
 
@@ -124,8 +138,9 @@ def train(args) -> None:
         temperature=args.rollout.temperature, top_p=args.rollout.top_p,
     )
     load_models(args, strategy, actors, backend)
-    try:
-        ray.get(actors.trainer.fit.remote())
+    try:  # not a plain ray.get: a rank or engine that dies mid-run would leave the others waiting for it forever
+        wait_for_fit(Wait(actors.trainer.fit.remote(), "the trainer's fit", actors.trainer), watched_actors(actors),
+                     ray_api=ray)
     finally:
         backend.finish(actors)
     ray.get(actors.actor.async_save_model())

@@ -381,8 +381,9 @@ def test_train_gpu_default_wiring(rig):
     # the engines' readiness is awaited together with the policy's init (one bounded start-up wait) ...
     init_ref = ("init-ref", ("remote", {"num_gpus": 1}, "Policy"))
     waits = [(i, e[1][0]) for i, e in enumerate(log) if e[0] == "ray.wait"]
-    assert [w for _, w in waits] == [["<max_steps>"], [init_ref, "<engine0 ready>", "<engine1 ready>"]]
-    assert waits[-1][0] < i_fit  # ... before fit
+    assert [w for _, w in waits[:2]] == [["<max_steps>"], [init_ref, "<engine0 ready>", "<engine1 ready>"]]
+    assert waits[1][0] < i_fit  # ... before fit, which is then awaited by the watch (trainer/watch.py)
+    assert [w for _, w in waits[2:]] == [["<fit>"]] and waits[2][0] > i_fit
     assert all(ref in gets for ref in ("<engine0 ready>", "<engine1 ready>", init_ref))  # and their values read
     assert [((("remote", {"num_gpus": 1}, "Policy"),), {})] == calls(log, "save") and n.index("save") > i_fit
     assert ("save-ref", ("remote", {"num_gpus": 1}, "Policy")) in gets  # the save is awaited
@@ -429,7 +430,7 @@ def test_train_gpu_colocate_all_with_ref_critic_reward(rig):
     assert "<engine0 ready>" in models and "<engine1 ready>" in models  # the engines, in the same wait
     critic_init = [i for i, e in enumerate(log) if e[0] == "init" and e[1][0] == "Critic"][0]
     assert critic_init > first_models_wait  # the critic after the others finished loading ...
-    assert [w for i, w in waits if i > critic_init] == [[("init-ref", "Critic")]]  # ... and awaited too
+    assert [w for i, w in waits if i > critic_init] == [[("init-ref", "Critic")], ["<fit>"]]  # ... and awaited too
     saves = [s[0][0] for s in calls(log, "save")]
     assert "Critic" in saves and len(saves) == 2 and n.index("save") > n.index("fit")
 
@@ -663,3 +664,25 @@ def test_cli_reports_a_startup_error_without_a_traceback(monkeypatch, capsys):
     assert info.value.code == 1
     assert "[gaca] error: the run could not start: vLLM engine 1/1 failed to start: not enough free memory" in \
         capsys.readouterr().err
+
+
+def test_train_watches_every_rank_and_engine_while_fit_runs(rig, monkeypatch):
+    """Catches: fit awaited with a plain ray.get again (a rank that dies mid-run leaves the driver waiting for the
+    others, which wait in a collective for it), or a model group / the engines / the trainer left out of the watch."""
+    seen = {}
+
+    def fake_wait_for_fit(fit, watched, ray_api=None):
+        seen["fit"], seen["watched"] = fit, watched
+        return ray_api.get(fit.ref)
+
+    monkeypatch.setattr(launch, "wait_for_fit", fake_wait_for_fit)
+    a = _gpu("--train.colocate_all", "--algo.kl.init_coef", "0.01", "--algo.kl.use_loss", "--ref.num_gpus_per_node",
+             "2", "--vllm.num_engines", "2")
+    a.critic.model_name_or_path, a.critic.num_nodes, a.critic.num_gpus_per_node = "/models/c", 1, 1
+    launch.train(a)
+    assert seen["fit"].ref == "<fit>" and seen["fit"].actor is rig.trainer and seen["fit"].what == "the trainer's fit"
+    got = [(w.what, w.actor) for w in seen["watched"]]
+    assert got == [("policy rank 0", "handler-of-('remote', {'num_gpus': 1}, 'Policy')"),
+                   ("reference model rank 0", "handler-of-Ref"), ("critic rank 0", "handler-of-Critic"),
+                   ("vLLM engine 1/2", rig.engines[0]), ("vLLM engine 2/2", rig.engines[1])]
+

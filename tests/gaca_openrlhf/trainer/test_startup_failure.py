@@ -90,7 +90,8 @@ def test_engine_that_cannot_start_stops_the_run_with_its_cause():
 def test_wait_for_startup_with_real_ray_actors():
     """The helper on real Ray actors (a local Ray of its own, a few seconds): an actor whose ``__init__`` raised is
     reported at once although another start-up call never finishes; an actor killed mid-start (as by the OOM
-    killer) is reported; one that never answers times out naming its state."""
+    killer) is reported; one that never answers times out naming its state; and an actor killed while ``fit`` runs
+    stops the fit watch (trainer/watch.py) although fit itself never returns."""
     import ray
 
     from gaca_openrlhf.trainer.startup import StartupError, Wait, wait_for_startup
@@ -133,5 +134,18 @@ def test_wait_for_startup_with_real_ray_actors():
                                                r"ALIVE\)"):
             wait_for_startup([Wait(other.load.remote(), "reference model rank 0", other)], 3, poll_s=1)
         assert time.time() - t0 < 30
+
+        # mid-run (trainer/watch.py): fit waits forever (as the surviving ranks of a collective do) while another
+        # rank is killed: the watch stops at once, naming the dead rank
+        from gaca_openrlhf.trainer.watch import RunFailure, wait_for_fit
+
+        trainer, rank1 = Stuck.options(num_cpus=0).remote(), Stuck.options(num_cpus=0).remote()
+        pid = ray.get(rank1.pid.remote(), timeout=60)
+        fit = trainer.load.remote()
+        os.kill(pid, signal.SIGKILL)
+        t0 = time.time()
+        with pytest.raises(RunFailure, match="policy rank 1 died during training: .*(died|dead|killed|exit)"):
+            wait_for_fit(Wait(fit, "the trainer's fit", trainer), [Wait(None, "policy rank 1", rank1)], poll_s=1)
+        assert time.time() - t0 < 60
     finally:
         ray.shutdown()
