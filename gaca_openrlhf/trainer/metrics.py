@@ -14,6 +14,23 @@ REQUIRED_KEYS = (
 )
 
 
+#: the phases of an iteration, in order, whose wall-clock windows each record carries as ``timing/unix_<phase>_start``
+#: / ``_end`` (Unix seconds; the rollout's end is the experience pass's start): ``examples/gpu/smoke_check.py`` maps
+#: its ``nvidia-smi`` samples onto them for the per-phase memory peaks
+PHASES = ("rollout", "experience", "training", "sync")
+PHASE_PREFIX = "timing/unix_"
+
+
+def phase_times(iteration_start: float, rollout_end: float, training: tuple, sync: tuple) -> dict:
+    """The ``timing/unix_<phase>_start/_end`` entries of one iteration: rollout from ``iteration_start`` to
+    ``rollout_end``, the experience pass from there to training's start, ``training`` and ``sync`` as
+    (start, end); a phase that did not run (no weight sync without engines) is left out."""
+    windows = {"rollout": (iteration_start, rollout_end),
+               "experience": (rollout_end, training[0]) if training else None, "training": training, "sync": sync}
+    return {f"{PHASE_PREFIX}{phase}_{edge}": t for phase in PHASES if windows[phase]
+            for edge, t in zip(("start", "end"), windows[phase])}
+
+
 def _scalar(value):
     return value.item() if hasattr(value, "item") else value  # 0-d tensors / numpy scalars -> Python numbers
 

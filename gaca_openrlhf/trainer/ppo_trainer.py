@@ -33,7 +33,7 @@ from gaca_openrlhf.advantages import AdvantageConfig
 from gaca_openrlhf.seeding import derive_seed
 
 from .experience import StepExperienceMaker
-from .metrics import MetricsWriter, build_record
+from .metrics import MetricsWriter, build_record, phase_times
 from .samples import StepSamplesGenerator
 
 logger = init_logger(__name__)
@@ -164,6 +164,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         self.metrics = MetricsWriter(args.run.metrics_dir or args.ckpt.output_dir)
         self._probe = None  # (prompt ids) of a few step samples, for the post-sync log-prob gap
         self._last_gap: dict = {}
+        self._windows: dict = {}  # this iteration's (start, end) wall-clock times of training and sync
 
     # ---- one iteration ----
     def train_step(self, rollout_samples, global_step):
@@ -188,9 +189,12 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
     def ppo_train(self, global_steps):
         # The iteration's plan (its padded sample count: a multiple of updates x micro batch x DP ranks) goes to the
         # policy ranks whole; global_steps (iterations done) positions the LR schedule.
+        t0 = time.time()
         ray.get(self.actor_model_group.async_run_method(
             method_name="set_iteration_batch", plan=self._iter_plan, iteration=global_steps))
-        return super().ppo_train(global_steps)
+        status = super().ppo_train(global_steps)
+        self._windows["training"] = (t0, time.time())
+        return status
 
     def broadcast_to_vllm(self) -> None:
         t0 = time.time()
@@ -199,6 +203,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         self._last_gap = {"timing/sync_only": sync_seconds}
         if self._probe:
             self._last_gap.update(self.probe_logprob_gap(self._probe))
+        self._windows["sync"] = (t0, time.time())
 
     @torch.no_grad()
     def probe_logprob_gap(self, prompts) -> dict:
@@ -273,6 +278,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
                         initial=total_consumed_prompts % max(len(self.prompts_dataloader), 1))
             while not stop:
                 t0 = time.time()
+                self._windows = {}
                 rollout_samples, _, prompts_consumed, is_exhausted = self.samples_generator.generate_samples(
                     **self.generate_kwargs)
                 rollout_seconds = time.time() - t0
@@ -297,7 +303,9 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
                 client_states = {"episode": episode, "global_step": global_step,
                                  "total_consumed_prompts": total_consumed_prompts,
                                  "data_loader_state_dict": self.prompts_dataloader.state_dict()}
-                self.metrics.write(build_record(global_step, log_status))
+                # metrics.jsonl also gets the phases' wall-clock windows (smoke_check.py's per-phase memory peaks)
+                self.metrics.write(build_record(global_step, {**log_status, **phase_times(
+                    t0, t0 + rollout_seconds, self._windows.get("training"), self._windows.get("sync"))}))
                 check_finite(log_status)  # after logging it: a NaN loss/KL stops here, not in a later iteration
                 check_sync_gap(log_status, args.run.max_logprob_gap)
                 self.save_logs_and_checkpoints(global_step, log_status, client_states)

@@ -133,3 +133,51 @@ def test_complete_checkpoint_states_keeps_loaded_values():
     assert complete_checkpoint_states(full) == full
     assert complete_checkpoint_states(None) == complete_checkpoint_states({}) == {
         "episode": 0, "global_step": 0, "total_consumed_prompts": 0, "data_loader_state_dict": {}}
+
+
+def test_records_carry_the_phases_wall_clock_windows_in_order(tmp_path, monkeypatch):
+    """Catches: the training or sync window not recorded by the real ppo_train / broadcast_to_vllm overrides, a
+    window from a previous iteration carried over, the experience window not ending where training starts, the
+    windows in another clock than Unix seconds, or them leaking into the console/tensorboard status (smoke_check.py
+    maps nvidia-smi samples onto these windows for its per-phase memory peaks)."""
+    import time
+    from types import SimpleNamespace
+
+    from gaca_openrlhf.trainer import ppo_trainer
+    from gaca_openrlhf.trainer.metrics import PHASE_PREFIX, PHASES
+
+    base = ppo_trainer.GacaPPOTrainer.__mro__[1]
+    monkeypatch.setattr(base, "ppo_train", lambda self, steps: (time.sleep(0.02), {})[1])
+    monkeypatch.setattr(base, "broadcast_to_vllm", lambda self: time.sleep(0.02))
+    monkeypatch.setattr(ppo_trainer, "ray", SimpleNamespace(get=lambda ref: ref))
+
+    class Phased(Loop):
+        broadcast_to_vllm = ppo_trainer.GacaPPOTrainer.broadcast_to_vllm
+
+        def train_step(self, rollout_samples, global_step):
+            time.sleep(0.02)  # the experience pass
+            self.ppo_train(global_step)
+            if global_step != 1:  # iteration 2 has no weight sync: its record must not reuse iteration 1's
+                self.broadcast_to_vllm()
+            return dict(self.status), global_step + 1
+
+    loop = Phased(tmp_path)
+    loop._probe, loop._iter_plan = None, None
+    loop.actor_model_group = SimpleNamespace(async_run_method=lambda **kw: "ref")
+    logged = []
+    loop.save_logs_and_checkpoints = lambda step, logs, client: logged.append(logs)
+    before = time.time()
+    loop.fit()
+    after = time.time()
+    recs = _records(tmp_path)
+    for r in recs:
+        t = {p: (r.get(f"{PHASE_PREFIX}{p}_start"), r.get(f"{PHASE_PREFIX}{p}_end")) for p in PHASES}
+        assert before <= t["rollout"][0] <= t["rollout"][1] == t["experience"][0] <= after
+        assert t["experience"][1] == t["training"][0] and t["training"][0] - t["experience"][0] >= 0.02
+        assert t["training"][1] - t["training"][0] >= 0.02 and t["training"][1] <= after
+        if r["iteration"] == 2:
+            assert t["sync"] == (None, None)
+        else:
+            assert t["training"][1] <= t["sync"][0] and t["sync"][1] - t["sync"][0] >= 0.02 and t["sync"][1] <= after
+    assert recs[2][f"{PHASE_PREFIX}rollout_start"] > recs[0][f"{PHASE_PREFIX}sync_end"]
+    assert not any(k.startswith(PHASE_PREFIX) for logs in logged for k in logs)
