@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, NamedTuple, Protocol, Sequence, runtime_checkable
 
 
 class EnvError(RuntimeError):
@@ -25,7 +25,7 @@ class EnvStep:
 
     observation: text the prompt shows as the current observation (already formatted for the agent).
     anchor: the anchor-state string used to build GiGPO/GACA step groups (ALFWorld: the raw observation,
-        WebShop: the formatted observation); hashed to a 64-bit id by :func:`agents.prompts.anchor_id`.
+        WebShop: the formatted observation); the rollout hashes it to a 64-bit id (the estimators' anchor hash).
     admissible_actions: the actions the environment accepts now (listed in the prompt).
     reward: environment reward of the step just taken (0.0 after reset).
     done: the episode is over (success, failure or step limit).
@@ -147,6 +147,19 @@ def _num_task_ids(args) -> list:
 
 
 @dataclass(frozen=True)
+class QuickstartOption:
+    """An environment's own setting of the quickstart: a field ``name`` of its config (``QuickstartConfig``; the flag
+    ``--name-with-dashes``, recorded in run.json's ``config``) of ``type`` (``int``, ``float``, ``str``, or ``bool``: a
+    switch, off unless given) with ``default``. help: the switch's help text (other options' help says
+    "default: preset")."""
+
+    name: str
+    type: type
+    default: Any
+    help: str | None = None
+
+
+@dataclass(frozen=True)
 class QuickstartHooks:
     """What ``python -m gaca_openrlhf.bench`` (the quickstart) asks of an environment. Every hook gets the
     quickstart's config ``cfg`` (:class:`gaca_openrlhf.bench.quickstart.config.QuickstartConfig`) and its phase
@@ -169,6 +182,8 @@ class QuickstartHooks:
     rl_env_args(cfg, st) -> argv: ``train_ppo`` options of the env (``--env.kwargs``, ...), appended last.
     report_data(cfg, st) -> markdown: the report's "Data" paragraph.
     setting_data(cfg: dict) -> text: the data part of a record's setting line (``cfg`` is the recorded config).
+    options: the env's own settings (:class:`QuickstartOption`), fields of the config next to the common ones (the
+        hooks read them as ``cfg.<name>``); their names start with the env's name, as they share one namespace.
     """
 
     data_title: str
@@ -181,6 +196,7 @@ class QuickstartHooks:
     configure: Callable[[Any, set, bool], Any] = lambda cfg, overridden, smoke: cfg
     out_suffix: str = ""
     rl_max_len: int = 2048
+    options: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -194,6 +210,58 @@ class ServerPreflight:
 
     reach_hint: str
     describe: Callable[[dict], str]
+
+
+@dataclass(frozen=True)
+class GpuRecipe:
+    """The shapes of an environment's GPU training recipe (examples/gpu/_train_<env>.sh), which the memory plan
+    (``python -m gaca_openrlhf.memory_plan``) and the packing benchmark (``python -m gaca_openrlhf.bench.packing``)
+    model.
+
+    prompt_len: ``PROMPT_MAX_LEN``. response_len: ``MAX_NEW_TOKENS``. mini_batch_steps: ``MINI_BATCH_STEPS``, the PPO
+    mini-batch in step samples (verl-agent's). synthetic_prompt_len: (low, high) of the packing benchmark's synthetic
+    prompt lengths (``--synthetic``: uniform, in tokens). micro_batch: ``(model, MICRO_BATCH)`` pairs of the models
+    (the memory plan's names: ``1.5b``, ``7b``) for which the script lowers it from the recipes' default.
+    """
+
+    prompt_len: int
+    response_len: int
+    mini_batch_steps: int
+    synthetic_prompt_len: tuple[int, int]
+    micro_batch: tuple = ()
+
+    def micro_batch_of(self, model: str, default: int) -> int:
+        """``MICRO_BATCH`` of the recipe with ``model``: its own when :attr:`micro_batch` lists it, else ``default``."""
+        return dict(self.micro_batch).get(model, default)
+
+
+class PublishedResult(NamedTuple):
+    """A success rate a paper published for a benchmark (never measured here)."""
+
+    source: str  # the paper
+    model: str
+    setting: str  # method / setting
+    success: float  # percent
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """The published benchmark an environment stands for, as the comparison report (``python -m gaca_openrlhf.report``)
+    speaks of it.
+
+    results: the papers' published success rates (:class:`PublishedResult`), which the report prints in their own,
+    labelled section. setup: the benchmark's part of the papers' training setup (prompt / response budgets, advantage
+    normalisation). generated_data: what the env's generated stand-in data is, in the report's generated-data warning;
+    generated_runs: the same, as runs on it are named in the reference section ("runs on ... are not comparable").
+    score: what the env's ``score`` metric is, in the training-score plot's title: ``"score"`` (its own score) or
+    ``"success"`` (the success flag).
+    """
+
+    results: tuple = ()
+    setup: str = ""
+    generated_data: str = ""
+    generated_runs: str = ""
+    score: str = "score"
 
 
 @dataclass(frozen=True)
@@ -237,7 +305,15 @@ class EnvSpec:
         renaming, :mod:`gaca_openrlhf.sft.augment`); otherwise it is forced to 0.
     Quickstart and report labels
         quickstart: :class:`QuickstartHooks`, or None (``--env`` of the quickstart does not offer the env).
-        packages: distributions whose versions a quickstart run records.
+        packages: distributions whose versions a quickstart run records. benchmark: :class:`Benchmark`, the published
+        benchmark the env stands for (the report's captions and reference numbers), or None.
+    GPU recipe, tiny model
+        gpu_recipe: :class:`GpuRecipe`, the shapes of the env's GPU training recipe, or None (no recipe: the memory
+        plan does not offer the env). tiny_corpus_sample(rng) -> (user prompt, assistant answer): text shaped like
+        the env's step prompts and answers, drawn with the ``random.Random`` ``rng``; the tiny test model's tokenizer
+        and warm-up corpus (:mod:`gaca_openrlhf.models.tiny`) takes one sample of each env that has one in turn, in
+        registry order (None: the env contributes none). Changing a sampler changes the tiny model: bump its
+        ``RECIPE_VERSION``.
     """
 
     name: str
@@ -274,6 +350,10 @@ class EnvSpec:
     # quickstart, report
     quickstart: QuickstartHooks | None = None
     packages: tuple = ()
+    benchmark: Benchmark | None = None
+    # GPU recipe, tiny model
+    gpu_recipe: GpuRecipe | None = None
+    tiny_corpus_sample: Callable[[Any], tuple] | None = None
 
     @property
     def title(self) -> str:

@@ -114,17 +114,6 @@ def render_step_prompt(
                          memory.k)
 
 
-def anchor_id(anchor: str) -> int:
-    """Stable signed 64-bit id of an anchor-state string (same on every process and run; not Python's hash()).
-
-    The one definition lives with the estimators (:func:`gaca_openrlhf.advantages.hashing.hash_anchor`), so the ids
-    a rollout records are exactly the ones the advantage CLI computes from raw observations.
-    """
-    from gaca_openrlhf.advantages.hashing import hash_anchor  # lazy: keeps this module free of torch at import
-
-    return hash_anchor(anchor)
-
-
 def fit_prompt(ids: list[int], limit: int, log=None) -> list[int]:
     """Left-truncate prompt token ids to ``limit``: the current observation and admissible actions sit at the end."""
     if len(ids) <= limit:

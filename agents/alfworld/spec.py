@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 
+from agents.alfworld import tiny_corpus
 from agents.alfworld.assets import TASK_TYPES
 from agents.alfworld.backends import PROMPT, make_env
-from agents.base import EnvConfigError, EnvSpec, QuickstartHooks
+from agents.alfworld.benchmark import BENCHMARK
+from agents.base import EnvConfigError, EnvSpec, GpuRecipe, QuickstartHooks
 
 
 # ----------------------------------------------------------------------------------------------- evaluation
@@ -109,5 +111,8 @@ SPEC = EnvSpec(
     failure_hint="ALFWorld data (ALFWORLD_DATA) or game generation",
     task_types=tuple(TASK_TYPES[i] for i in sorted(TASK_TYPES)),
     add_task_args=add_task_args, task_ids=task_ids, add_sft_args=add_sft_args, sft_demos=sft_demos, sft_augment=True,
-    quickstart=_quickstart(), packages=("alfworld", "textworld"),
+    quickstart=_quickstart(), packages=("alfworld", "textworld"), benchmark=BENCHMARK,
+    # examples/gpu/_train_alfworld.sh; synthetic prompts: a room and a history of 2 steps
+    gpu_recipe=GpuRecipe(prompt_len=2048, response_len=512, mini_batch_steps=256, synthetic_prompt_len=(500, 1300)),
+    tiny_corpus_sample=tiny_corpus.sample,
 )

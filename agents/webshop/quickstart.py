@@ -10,6 +10,17 @@ import sys
 import time
 from dataclasses import replace
 
+from agents.base import QuickstartOption
+
+#: the WebShop leg's own settings (fields of the quickstart's config, flags --webshop-products, --webshop-data,
+#: --webshop-generated)
+OPTIONS = (
+    QuickstartOption("webshop_products", int, 1000),  # products of the generated catalog
+    QuickstartOption("webshop_data", str, ""),  # WebShop's data folder (default $WEBSHOP_DATA)
+    QuickstartOption("webshop_generated", bool, False,  # opt in (default: $WEBSHOP_GENERATED == 1)
+                     help="use a generated WebShop catalog (results not comparable with published numbers)"),
+)
+
 
 def _free_port() -> int:
     import socket

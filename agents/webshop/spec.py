@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
-from agents.base import EnvConfigError, EnvSpec, Panel, PanelError, QuickstartHooks, ServerPreflight
+from agents.base import (EnvConfigError, EnvSpec, GpuRecipe, Panel, PanelError, QuickstartHooks, QuickstartOption,
+                         ServerPreflight)
+from agents.webshop import tiny_corpus
+from agents.webshop.benchmark import BENCHMARK
 from agents.webshop.env import PROMPT, format_avail_actions, format_obs, make_env
 
 #: WebShop goal splits (webshop_server.goals): name -> number of goals (None: open-ended)
@@ -106,7 +109,7 @@ def _quickstart() -> QuickstartHooks:
     return QuickstartHooks(data_title="WebShop server (generated catalog)", data_phase=q.data_phase,
                            configure=q.configure, out_suffix="_webshop", sft_source=q.sft_source,
                            eval_args=q.eval_args, rl_max_len=4096, rl_env_args=q.rl_env_args,
-                           report_data=q.report_data, setting_data=q.setting_data)
+                           report_data=q.report_data, setting_data=q.setting_data, options=q.OPTIONS)
 
 
 SPEC = EnvSpec(
@@ -120,5 +123,9 @@ SPEC = EnvSpec(
     server_preflight=ServerPreflight(reach_hint="WEBSHOP_ADVERTISE_HOST, firewall",
                                      describe=lambda health: f"{health.get('goals')} goals"),
     add_task_args=add_task_args, task_ids=task_ids, add_sft_args=add_sft_args, sft_demos=sft_demos,
-    quickstart=_quickstart(), packages=("flask", "bm25s"),
+    quickstart=_quickstart(), packages=("flask", "bm25s"), benchmark=BENCHMARK,
+    # examples/gpu/_train_webshop.sh (7B: MICRO_BATCH 2); synthetic prompts: up to search-result pages
+    gpu_recipe=GpuRecipe(prompt_len=4096, response_len=512, mini_batch_steps=64, synthetic_prompt_len=(300, 4000),
+                         micro_batch=(("7b", 2),)),
+    tiny_corpus_sample=tiny_corpus.sample,
 )

@@ -46,6 +46,12 @@ import torch
 #: PPO loss settings of the harness (OpenRLHF's defaults) and the entropy bonus coefficient exercised
 CLIP_EPS = 0.2
 ENTROPY_COEF = 0.01
+#: GPUs of the recipes (examples/gpu): a rank's share of a mini-batch is the mini-batch / RECIPE_GPUS
+RECIPE_GPUS = 8
+#: mini-batch (step samples) of the synthetic lengths of an environment without a GPU recipe
+DEFAULT_MINI_BATCH = 64
+#: (low, high) synthetic prompt lengths of an environment without a GPU recipe
+SYNTHETIC_PROMPT_LEN = (300, 4000)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -254,14 +260,40 @@ def draw(prompts: Sequence[int], responses: Sequence[int], n: int, seed: int = 0
     return [prompts[i] for i in idx], [responses[i] for i in idx]
 
 
+def gpu_recipe(env: str):
+    """The :class:`agents.base.GpuRecipe` of a registered environment; None for an environment without one or an
+    unknown name."""
+    from agents.registry import spec
+
+    try:
+        return spec(env).gpu_recipe
+    except KeyError:
+        return None
+
+
+def recipe_envs() -> list:
+    """The specs of the environments with a GPU recipe (the benchmark's default ``--env``), in registry order."""
+    from agents.registry import specs
+
+    return [s for s in specs() if s.gpu_recipe is not None]
+
+
+def mini_batch(env: str) -> Optional[int]:
+    """verl-agent's PPO mini-batch in step samples of ``env`` (its recipe's ``MINI_BATCH_STEPS``; None without one)."""
+    recipe = gpu_recipe(env)
+    return recipe.mini_batch_steps if recipe is not None else None
+
+
 def length_distribution(env: str, n: int, seed: int = 0):
     """Synthetic step-sample (prompt, response) token lengths shaped like the environment's rollouts.
 
-    alfworld: prompts uniform in 500-1300 tokens (history of 2 steps), responses 30-512 with most short
-    (log-uniform); webshop: prompts 300-4000 (search result pages), responses 30-512 (log-uniform).
+    Prompts uniform in the env's ``GpuRecipe.synthetic_prompt_len`` (without a recipe :data:`SYNTHETIC_PROMPT_LEN`;
+    alfworld: 500-1300 tokens, a history of 2 steps; webshop: 300-4000, search result pages), responses 30-512 with
+    most short (log-uniform).
     """
     rng = random.Random(seed)
-    lo, hi = (500, 1300) if env == "alfworld" else (300, 4000)
+    recipe = gpu_recipe(env)
+    lo, hi = recipe.synthetic_prompt_len if recipe is not None else SYNTHETIC_PROMPT_LEN
     prompts = [rng.randint(lo, hi) for _ in range(n)]
     responses = [int(math.exp(rng.uniform(math.log(30), math.log(512)))) for _ in range(n)]
     return prompts, responses
@@ -437,8 +469,6 @@ def run_env(env: str, actor, n: int, micro: int, budget: int, repeats: int, seed
     return modes
 
 
-#: verl-agent's PPO mini-batch in step samples (MINI_BATCH_STEPS of examples/gpu/_train_<env>.sh) per environment
-MINI_BATCH = {"alfworld": 256, "webshop": 64}
 #: the issue's targets (issue 27)
 TARGET_WASTE = 0.05
 TARGET_SPEEDUP = 1.3
@@ -474,7 +504,8 @@ def main(argv=None) -> int:
     import platform
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--env", nargs="*", default=["alfworld", "webshop"])
+    envs = recipe_envs()
+    ap.add_argument("--env", nargs="*", default=[s.name for s in envs])
     ap.add_argument("--lengths", nargs="*", default=[], metavar="FILE",
                     help="recorded step-sample lengths (python -m gaca_openrlhf.bench.packing_record; each file names "
                          "its environment); default: gaca_openrlhf/bench/data/packing_lengths_<env>.json")
@@ -486,11 +517,14 @@ def main(argv=None) -> int:
     ap.add_argument("--waste-micro", type=int, default=4,
                     help="fixed micro-batch size of the padding-waste table (the recipes' MICRO_BATCH)")
     ap.add_argument("--waste-budget", type=int, default=16384, help="token budget of the padding-waste table")
-    ap.add_argument("--waste-samples", type=int, nargs=2, default=None, metavar=("ALFWORLD", "WEBSHOP"),
+    ap.add_argument("--waste-samples", type=int, nargs=len(envs), default=None,
+                    metavar=tuple(s.name.upper() for s in envs),
                     help="synthetic lengths only: step samples of the padding-waste table (default one mini-batch)")
-    ap.add_argument("--samples", type=int, nargs="+", default=[32, 8],
+    shares = ", ".join(f"{s.gpu_recipe.mini_batch_steps} / {RECIPE_GPUS} {s.title}" for s in envs)
+    ap.add_argument("--samples", type=int, nargs="+",
+                    default=[s.gpu_recipe.mini_batch_steps // RECIPE_GPUS for s in envs],
                     help="step samples of the timed update, per --env (default: one rank's share of verl-agent's "
-                         "mini-batch on 8 GPUs: 256 / 8 ALFWorld, 64 / 8 WebShop); one number: all")
+                         f"mini-batch on {RECIPE_GPUS} GPUs: {shares}); one number: all")
     ap.add_argument("--micro", type=int, default=4, help="fixed micro-batch size of the timed padded/packed paths")
     ap.add_argument("--budget", type=int, default=4096, help="token budget of a timed micro-batch")
     ap.add_argument("--train-chunk", type=int, default=256, help="log-prob chunk of the timed chunked mode")
@@ -514,7 +548,7 @@ def main(argv=None) -> int:
     lengths, sources = {}, {}
     for i, env in enumerate(a.env):
         if a.synthetic:
-            n = a.waste_samples[i] if a.waste_samples else MINI_BATCH.get(env, 64)
+            n = a.waste_samples[i] if a.waste_samples else mini_batch(env) or DEFAULT_MINI_BATCH
             lengths[env] = length_distribution(env, n, a.seed)
             sources[env] = {"synthetic": True}
         else:
@@ -534,13 +568,13 @@ def main(argv=None) -> int:
         f"{' + synthetic responses' if s.get('synthetic_responses') else ''} ({len(lengths[env][0])} samples, "
         f"prompts mean {sum(lengths[env][0]) / len(lengths[env][0]):.0f}, responses mean "
         f"{sum(lengths[env][1]) / len(lengths[env][1]):.0f} tokens)" for env, s in sources.items()))
+    minis = "/".join(str(mini_batch(e) or DEFAULT_MINI_BATCH) for e in a.env)
     print(f"\npadding waste (tokens computed per real token; the samples shuffled, cut into mini-batches of "
-          f"{'/'.join(str(MINI_BATCH.get(e, 64)) for e in a.env)}, fixed micro-batches of {a.waste_micro}; token "
-          f"budget {a.waste_budget}):")
+          f"{minis}, fixed micro-batches of {a.waste_micro}; token budget {a.waste_budget}):")
     print(f"{'env':10s} {'samples':>7s} {'mini-b':>6s} {'real tokens':>11s} {'padded':>8s} {'packed':>8s} "
           f"{'fixed mb':>8s} {'budget mb':>9s}")
     for env in a.env:
-        w = padding_waste(*lengths[env], a.waste_micro, a.waste_budget, a.seed, mini_batch=MINI_BATCH.get(env))
+        w = padding_waste(*lengths[env], a.waste_micro, a.waste_budget, a.seed, mini_batch=mini_batch(env))
         report["waste"][env] = w
         print(f"{env:10s} {w['samples']:7d} {w['mini_batches']:6d} {w['real_tokens']:11d} {w['padded']:8.3f} "
               f"{w['packed']:8.3f} {w['fixed_micro_batches']:8d} {w['budget_micro_batches']:9d}")

@@ -1,7 +1,8 @@
 """Build a tiny Qwen2-architecture chat model offline, for CPU tests and examples.
 
-No download: a byte-level BPE tokenizer is trained on generated environment-like text (ALFWorld rooms and
-commands, WebShop pages and actions, the step-prompt wording, ``<think>/<action>`` answers), a Qwen2 model is
+No download: a byte-level BPE tokenizer is trained on generated environment-like text (each environment's
+``tiny_corpus_sample``: ALFWorld rooms and commands, WebShop pages and actions, the step-prompt wording,
+``<think>/<action>`` answers), a Qwen2 model is
 initialised from a seed and briefly trained on the same text so that it sometimes answers in the
 ``<think>...</think><action>...</action>`` format (rollouts then contain both valid and invalid actions).
 
@@ -67,66 +68,22 @@ class TinyModelSpec:
 # --------------------------------------------------------------------------------------------------------------
 # Generated environment-like text
 # --------------------------------------------------------------------------------------------------------------
-_RECEPS = ["cabinet", "countertop", "drawer", "fridge", "microwave", "sinkbasin", "shelf", "sidetable", "desk",
-           "dresser", "garbagecan", "stoveburner", "toilet", "bathtubbasin", "coffeemachine", "diningtable", "bed",
-           "sofa", "armchair", "safe", "laundryhamper", "cart", "toaster", "ottoman", "handtowelholder"]
-_OBJS = ["apple", "mug", "knife", "spatula", "pen", "pencil", "book", "cellphone", "creditcard", "keychain",
-         "bowl", "plate", "pot", "pan", "egg", "lettuce", "tomato", "potato", "bread", "cup", "spoon", "fork",
-         "soapbar", "cloth", "towel", "candle", "vase", "watch", "laptop", "pillow", "remotecontrol", "desklamp"]
-_WS_WORDS = ["women's", "men's", "shoes", "running", "leather", "cotton", "shirt", "dress", "organic", "gluten",
-             "free", "snack", "size", "color", "black", "white", "blue", "red", "small", "medium", "large",
-             "x-large", "pack", "ounce", "price", "lower", "than", "dollars", "wireless", "bluetooth",
-             "headphones", "long", "lasting", "hair", "oil", "natural", "vegan", "chocolate", "coffee", "tea"]
+def corpus_samplers() -> list:
+    """The samplers of the corpus: each registered environment's ``tiny_corpus_sample`` (its ``EnvSpec``), in
+    registry order."""
+    from agents.registry import specs
 
-
-def _alfworld_sample(rng: random.Random) -> tuple[str, str]:
-    locs = rng.sample(_RECEPS, k=6)
-    items = ", ".join(f"a {r} {rng.randint(1, 4)}" for r in locs)
-    obj, recep = rng.choice(_OBJS), rng.choice(locs)
-    task = rng.choice([f"put a {obj} in {recep}.", f"put some {obj} on {recep}.", f"heat some {obj} and put it in {recep}.",
-                       f"cool some {obj} and put it in {recep}.", f"clean some {obj} and put it in {recep}.",
-                       f"look at {obj} under the desklamp.", f"put two {obj} in {recep}."])
-    obs = (f"-= Welcome to TextWorld, ALFRED! =- You are in the middle of a room. Looking quickly around you, "
-           f"you see {items}. Your task is to: {task}")
-    n = rng.randint(1, 4)
-    actions = [f"go to {r} {rng.randint(1, 4)}" for r in locs[:3]] + [
-        f"take {obj} {n} from {recep} {rng.randint(1, 3)}", f"open {rng.choice(locs)} {rng.randint(1, 3)}",
-        f"move {obj} {n} to {recep} {rng.randint(1, 3)}", "look", "inventory", f"examine {recep} 1"]
-    prompt = (f"You are an expert agent operating in the ALFRED Embodied Environment. Your task is to: {task}\n"
-              f"Your current observation is: {obs}\nYour admissible actions of the current situation are: "
-              f"[{', '.join(repr(a) for a in actions)}].\nNow it's your turn to take an action. You should first "
-              f"reason step-by-step about the current situation. This reasoning process MUST be enclosed within "
-              f"<think> </think> tags. Once you've finished your reasoning, you should choose an admissible action "
-              f"for current step and present it within <action> </action> tags.")
-    act = rng.choice(actions)
-    answer = f"<think>I need to {task[:-1]}. I will {act} first.</think><action>{act}</action>"
-    return prompt, answer
-
-
-def _webshop_sample(rng: random.Random) -> tuple[str, str]:
-    words = lambda k: " ".join(rng.choices(_WS_WORDS, k=k))  # noqa: E731
-    instr = f"i need {words(4)}, and price lower than {rng.randint(2, 9)}0.00 dollars"
-    results = " [SEP] ".join(f"B0{rng.randint(10**7, 10**8 - 1)} [SEP] {words(6).title()} [SEP] ${rng.randint(5, 99)}.99"
-                             for _ in range(3))
-    obs = f"Instruction: [SEP] {instr} [SEP] Back to Search [SEP] Page 1 (Total results: 50) [SEP] Next > [SEP] {results}"
-    clickables = ["back to search", "next >"] + [f"b0{rng.randint(10**7, 10**8 - 1)}" for _ in range(3)]
-    prompt = (f"You are an expert autonomous agent operating in the WebShop e-commerce platform. Your task is to: "
-              f"{instr}.\nYour current observation is: {obs}.\nYour admissible actions of the current situation are: "
-              f"['search[<your query>]', {', '.join(repr(f'click[{c}]') for c in clickables)}].\nNow it's your turn "
-              f"to take one action for the current step. You should first reason step-by-step about the current "
-              f"situation, then think carefully which admissible action best advances the shopping goal. This "
-              f"reasoning process MUST be enclosed within <think> </think> tags. Once you've finished your "
-              f"reasoning, you should choose an admissible action for current step and present it within "
-              f"<action> </action> tags.")
-    act = rng.choice([f"search[{words(3)}]", f"click[{rng.choice(clickables)}]", "click[buy now]"])
-    answer = f"<think>The instruction asks for {words(3)}. I will {act}.</think><action>{act}</action>"
-    return prompt, answer
+    return [s.tiny_corpus_sample for s in specs() if s.tiny_corpus_sample is not None]
 
 
 def generate_corpus(num_samples: int, seed: int) -> list[tuple[str, str]]:
-    """(user prompt, assistant answer) pairs of ALFWorld- and WebShop-like text, deterministic in ``seed``."""
+    """(user prompt, assistant answer) pairs, one of each environment's samplers in turn (:func:`corpus_samplers`:
+    ALFWorld-, then WebShop-like text), deterministic in ``seed``."""
+    samplers = corpus_samplers()
+    if not samplers:
+        raise RuntimeError("no registered environment has a tiny_corpus_sample (agents.base.EnvSpec)")
     rng = random.Random(seed)
-    return [(_alfworld_sample if i % 2 == 0 else _webshop_sample)(rng) for i in range(num_samples)]
+    return [samplers[i % len(samplers)](rng) for i in range(num_samples)]
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -8,29 +8,46 @@ import re
 from datetime import datetime, timezone
 
 from gaca_openrlhf.report.data import NAN, Run
-from gaca_openrlhf.report.reference import PAPER_NOTES, PAPER_RESULTS, SETUP
+from gaca_openrlhf.report.reference import PAPER_NOTES, benchmarks, paper_results, setup
 
 #: the last FINAL_WINDOW logged iterations make a run's "final" training value
 FINAL_WINDOW = 5
 #: the model label of an evaluation of the run's own (final) model folder
 FINAL = "final"
-GENERATED_DATA_WARNING = (
-    "**Generated data.** Some evaluations here ran on generated data (ALFWorld games generated offline from the "
-    "alfworld wheel's assets, or the generated WebShop catalog), not on the benchmarks' real data: their numbers "
-    "are NOT comparable with published results.")
 SMOOTH = 5
 
-#: file name -> (title, [(metric key, y label)])
-LINE_PLOTS = {
-    "success_rate.png": ("Training success rate", [("rollout/success_rate", "success rate")]),
-    "score.png": ("Training score (WebShop score; ALFWorld: success)", [("rollout/score", "score")]),
-    "lambda.png": ("GACA gate", [("adv/lambda_mean", "mean lambda"), ("adv/lambda_saturated_frac", "share lambda = 1")]),
-    "valid_action_ratio.png": ("Valid-action ratio", [("rollout/valid_action_ratio", "valid-action ratio")]),
-    "episode_length.png": ("Episode length", [("rollout/num_steps", "steps per episode")]),
-    "timings.png": ("Time per iteration", [("timing/generation", "generation (s)"), ("timing/environment", "environment (s)"),
-                                           ("timing/experience", "experience (s)"), ("timing/training", "training (s)"),
-                                           ("timing/sync", "weight sync (s)"), ("adv/seconds", "advantages (s)")]),
-}
+
+def generated_data_warning() -> str:
+    """The report's warning when an evaluation ran on generated data (each benchmark's generated stand-in named)."""
+    kinds = ", or ".join(s.benchmark.generated_data for s in benchmarks() if s.benchmark.generated_data)
+    return (f"**Generated data.** Some evaluations here ran on generated data ({kinds}), not on the benchmarks' real "
+            "data: their numbers are NOT comparable with published results.")
+
+
+def score_title() -> str:
+    """The training-score plot's title: what ``rollout/score`` is per benchmark (own scores first, then the
+    benchmarks whose score is their success)."""
+    marks = benchmarks()
+    parts = ([f"{s.title} score" for s in marks if s.benchmark.score == "score"]
+             + [f"{s.title}: {s.benchmark.score}" for s in marks if s.benchmark.score != "score"])
+    return f"Training score ({'; '.join(parts)})"
+
+
+def line_plots() -> dict:
+    """file name -> (title, [(metric key, y label)])"""
+    return {
+        "success_rate.png": ("Training success rate", [("rollout/success_rate", "success rate")]),
+        "score.png": (score_title(), [("rollout/score", "score")]),
+        "lambda.png": ("GACA gate", [("adv/lambda_mean", "mean lambda"),
+                                     ("adv/lambda_saturated_frac", "share lambda = 1")]),
+        "valid_action_ratio.png": ("Valid-action ratio", [("rollout/valid_action_ratio", "valid-action ratio")]),
+        "episode_length.png": ("Episode length", [("rollout/num_steps", "steps per episode")]),
+        "timings.png": ("Time per iteration", [("timing/generation", "generation (s)"),
+                                               ("timing/environment", "environment (s)"),
+                                               ("timing/experience", "experience (s)"),
+                                               ("timing/training", "training (s)"), ("timing/sync", "weight sync (s)"),
+                                               ("adv/seconds", "advantages (s)")]),
+    }
 
 
 def _fin(x) -> bool:
@@ -141,7 +158,7 @@ def _eval_plot(runs: list[Run], path: str) -> None:
 
 def make_plots(runs: list[Run], out_dir: str) -> list[str]:
     written = []
-    for name, (title, panels) in LINE_PLOTS.items():
+    for name, (title, panels) in line_plots().items():
         path = os.path.join(out_dir, name)
         _line_plot(runs, path, title, panels, smooth=name == "success_rate.png")
         written.append(path)
@@ -340,8 +357,9 @@ def render_markdown(runs: list[Run], summaries: list[dict], plots: list[str], ou
           f"Generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} by `python -m gaca_openrlhf.report`.",
           ""]
     generated = any(s["generated_data"] for s in summaries)
+    warning = generated_data_warning()
     if generated:
-        md += [GENERATED_DATA_WARNING, ""]
+        md += [warning, ""]
     md += ["## Runs", ""]
     md.append(_table(["run", "folder", "iterations logged", "last iteration", "eval results"],
                      [[s["name"], f"`{s['path']}`", str(s["iterations"]),
@@ -413,15 +431,17 @@ def render_markdown(runs: list[Run], summaries: list[dict], plots: list[str], ou
     for p in plots:
         rel = os.path.relpath(p, out_dir)
         md.append(f"![{rel}]({rel})")
+    marks = benchmarks()
+    real = "/".join(s.title for s in marks)
+    stand_ins = ", ".join(s.benchmark.generated_runs for s in marks if s.benchmark.generated_runs)
     md += ["", "## Reference numbers from the papers (NOT measured in this project)", "",
            "Published success rates (%), copied from the papers as summarised in the project's FACTS.md. They come "
-           "from real ALFWorld/WebShop data, Qwen2.5 models and the authors' verl-agent setup "
-           f"({SETUP}); runs on generated ALFWorld games, the generated WebShop catalog or other models are not "
-           "comparable to them.", ""]
+           f"from real {real} data, Qwen2.5 models and the authors' verl-agent setup "
+           f"({setup()}); runs on {stand_ins} or other models are not comparable to them.", ""]
     if generated:
-        md += [GENERATED_DATA_WARNING, ""]
+        md += [warning, ""]
     md.append(_table(["source", "benchmark", "model", "method / setting", "success (%, published)"],
-                     [[a, b, c, d, f"{v:.2f}"] for a, b, c, d, v in PAPER_RESULTS]))
+                     [[a, b, c, d, f"{v:.2f}"] for a, b, c, d, v in paper_results()]))
     md += [""] + [f"- {src}: {what}: {val} (published)" for src, what, val in PAPER_NOTES] + [""]
     return "\n".join(md)
 

@@ -1,32 +1,10 @@
 """Published reference numbers (from the project's FACTS.md "Reference numbers"), never measured here.
 
 They are printed in their own section of the report, labelled with their source, and never mixed into the
-tables of measured numbers. Success rates in percent.
+tables of measured numbers. Success rates in percent. Each benchmark's numbers and its part of the papers' setup live
+with its environment (:attr:`agents.base.EnvSpec.benchmark`, ``agents/<env>/benchmark.py``).
 """
 from __future__ import annotations
-
-#: (source, benchmark, model, method / setting, success %)
-PAPER_RESULTS: list[tuple[str, str, str, str, float]] = [
-    ("GACA paper (arXiv 2609.12424)", "ALFWorld", "Qwen2.5-1.5B-Instruct", "GACA (lambda0 = alpha = 0.5)", 96.88),
-    ("GACA paper (arXiv 2609.12424)", "ALFWorld", "Qwen2.5-1.5B-Instruct", "best fixed lambda (0.5)", 93.05),
-    ("GACA paper (arXiv 2609.12424)", "ALFWorld", "Qwen2.5-1.5B-Instruct", "episode only (lambda = 0)", 85.94),
-    ("GACA paper (arXiv 2609.12424)", "ALFWorld", "Qwen2.5-1.5B-Instruct", "step only (lambda = 1)", 84.60),
-    ("GACA paper (arXiv 2609.12424)", "ALFWorld", "Qwen2.5-1.5B-Instruct", "criticality permuted", 88.54),
-    ("GACA paper (arXiv 2609.12424)", "ALFWorld", "Qwen2.5-1.5B-Instruct", "alpha = 0.25", 95.12),
-    ("GACA paper (arXiv 2609.12424)", "ALFWorld", "Qwen2.5-1.5B-Instruct", "alpha = 0.5", 96.88),
-    ("GACA paper (arXiv 2609.12424)", "ALFWorld", "Qwen2.5-1.5B-Instruct", "alpha = 1", 95.44),
-    ("GACA paper (arXiv 2609.12424)", "ALFWorld", "Qwen2.5-7B-Instruct", "GACA", 98.18),
-    ("GACA paper (arXiv 2609.12424)", "WebShop", "Qwen2.5-1.5B-Instruct", "GACA", 80.99),
-    ("GACA paper (arXiv 2609.12424)", "WebShop", "Qwen2.5-7B-Instruct", "GACA", 83.59),
-    ("GiGPO paper", "ALFWorld", "Qwen2.5-1.5B-Instruct", "GiGPO", 86.7),
-    ("GiGPO paper", "ALFWorld", "Qwen2.5-1.5B-Instruct", "GRPO", 72.8),
-    ("GiGPO paper", "ALFWorld", "Qwen2.5-7B-Instruct", "GiGPO", 90.8),
-    ("GiGPO paper", "ALFWorld", "Qwen2.5-7B-Instruct", "GRPO", 77.6),
-    ("GiGPO paper", "WebShop", "Qwen2.5-1.5B-Instruct", "GiGPO", 67.4),
-    ("GiGPO paper", "WebShop", "Qwen2.5-1.5B-Instruct", "GRPO", 56.8),
-    ("GiGPO paper", "WebShop", "Qwen2.5-7B-Instruct", "GiGPO", 75.2),
-    ("GiGPO paper", "WebShop", "Qwen2.5-7B-Instruct", "GRPO", 66.1),
-]
 
 #: other published figures (source, what, value)
 PAPER_NOTES: list[tuple[str, str, str]] = [
@@ -35,7 +13,27 @@ PAPER_NOTES: list[tuple[str, str, str]] = [
     ("GACA paper", "frozen-policy share of steps at lambda = 1", "2.68%"),
 ]
 
-#: verl-agent / paper training defaults the GPU launch scripts use
-SETUP = ("16 tasks x 8 rollouts per iteration, 150 iterations, lr 1e-6, KL loss 0.01 (low_var_kl), entropy 0.001, "
-         "clip 0.2, gamma 0.95, invalid-action penalty 0.1, history 2, train T 1.0 / eval T 0.4; ALFWorld "
-         "prompt 2048 / response 512 / mean_std_norm; WebShop prompt 4096 / mean_norm")
+#: verl-agent / paper training defaults the GPU launch scripts use, common to the benchmarks (each adds its own part,
+#: :func:`setup`)
+COMMON_SETUP = ("16 tasks x 8 rollouts per iteration, 150 iterations, lr 1e-6, KL loss 0.01 (low_var_kl), entropy "
+                "0.001, clip 0.2, gamma 0.95, invalid-action penalty 0.1, history 2, train T 1.0 / eval T 0.4")
+
+
+def benchmarks() -> list:
+    """The specs of the registered environments that stand for a published benchmark, in registry order."""
+    from agents.registry import specs
+
+    return [s for s in specs() if s.benchmark is not None]
+
+
+def paper_results() -> list[tuple[str, str, str, str, float]]:
+    """(source, benchmark, model, method / setting, success %) of every benchmark, grouped by source (in order of
+    first appearance), then by benchmark (registry order)."""
+    rows = [(r.source, s.title, r.model, r.setting, r.success) for s in benchmarks() for r in s.benchmark.results]
+    sources = list(dict.fromkeys(row[0] for row in rows))
+    return sorted(rows, key=lambda row: sources.index(row[0]))  # stable: each benchmark's order is kept
+
+
+def setup() -> str:
+    """The papers' training setup: the common defaults, then each benchmark's part (``ALFWorld prompt 2048 ...``)."""
+    return "; ".join([COMMON_SETUP] + [f"{s.title} {s.benchmark.setup}" for s in benchmarks() if s.benchmark.setup])

@@ -26,8 +26,9 @@ from openrlhf.utils.agent import AgentExecutorBase
 
 from agents.base import is_listed, step_env, takes_validity
 from agents.parsing import judge_response
-from agents.prompts import StepMemory, anchor_id, encode_step_prompt, fit_prompt, render_step_prompt
+from agents.prompts import StepMemory, encode_step_prompt, fit_prompt, render_step_prompt
 from agents.registry import make_env, prompt_template
+from gaca_openrlhf.advantages.hashing import hash_anchor
 from gaca_openrlhf.rollout.config import RolloutConfig
 from gaca_openrlhf.seeding import derive_seed
 
@@ -129,8 +130,8 @@ class AgentExecutor(AgentExecutorBase):
                 out.update(failed=True, error=f"step {t}: {e!r}")
                 break
             out["steps"].append(
-                _step_record(prompt_ids, response_ids, logprobs, nxt.reward, valid, anchor_id(obs.anchor), t, truncated,
-                             obs.anchor)
+                _step_record(prompt_ids, response_ids, logprobs, nxt.reward, valid, hash_anchor(obs.anchor), t,
+                             truncated, obs.anchor)
             )
             memory.add(obs.observation, parsed.action)
             obs = nxt

@@ -14,18 +14,7 @@ from env_names import hits, scan  # same folder (rootdir import mode)
 ROOT = Path(__file__).resolve().parents[2]
 
 #: module -> why it still names an environment
-REMAINING = {
-    # the paper's benchmark data, not environment behaviour
-    "gaca_openrlhf/report/reference.py": "the paper's published numbers, one table per benchmark",
-    "gaca_openrlhf/report/build.py": "report captions for the paper's two benchmarks (generated-data note, score label)",
-    "gaca_openrlhf/memory_plan.py": "the GPU memory recipes of the paper's runs, per benchmark (prompt/response budgets)",
-    # env-specific code not moved yet
-    "gaca_openrlhf/bench/quickstart/config.py": "the quickstart's env-specific flags, kept by name (--webshop-data, "
-                                                 "--webshop-products, --webshop-generated)",
-    # other engineers' files at the time of the refactor (packing work)
-    "gaca_openrlhf/models/tiny.py": "the tiny model's tokenizer corpus imitates both benchmarks' prompts",
-    "gaca_openrlhf/bench/packing.py": "the packing benchmark's per-benchmark batch shapes",
-}
+REMAINING: dict = {}
 
 
 def test_the_scanner_skips_comments_and_docstrings_but_not_strings(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 from agents.alfworld.env import PROMPT as ALFWORLD
 from agents.parsing import judge_response, parse_action, tail_chars_of
 from agents.prompt_cases import render_case
-from agents.prompts import PromptTemplate, StepMemory, anchor_id, render_history, render_prompt, render_step_prompt
+from agents.prompts import PromptTemplate, StepMemory, render_history, render_prompt, render_step_prompt
 from agents.webshop.env import PROMPT as WEBSHOP
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,21 +198,9 @@ def test_webshop_case_formats_raw_server_text():
     assert "[\n'click[back to search]',\n'click[b01]',\n]" in prompt
 
 
-def test_anchor_id_is_stable_signed_int64():
-    a = anchor_id("You are in the middle of a room.")
-    assert a == anchor_id("You are in the middle of a room.") and a != anchor_id("other")
-    assert -(2**63) <= a < 2**63
-
-
 def test_fit_prompt_keeps_the_most_recent_tokens():
     from agents.prompts import fit_prompt
 
     logged = []
     assert fit_prompt([1, 2, 3], 3, log=logged.append) == [1, 2, 3] and not logged
     assert fit_prompt([1, 2, 3, 4, 5], 2, log=logged.append) == [4, 5] and len(logged) == 1
-
-
-def test_anchor_id_is_the_estimator_modules_hash():
-    from gaca_openrlhf.advantages import hash_anchor
-
-    assert anchor_id("You arrive at drawer 1.") == hash_anchor("You arrive at drawer 1.")

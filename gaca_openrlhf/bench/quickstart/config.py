@@ -2,16 +2,17 @@
 the generator seeds of the panels (each an offset from ``--data-seed``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, make_dataclass, replace
 
-from agents.registry import DEFAULT_ENV
+from agents.registry import DEFAULT_ENV, specs
 
 METHODS = ("grpo", "gigpo", "gaca")
 
 
 @dataclass
-class QuickstartConfig:
-    """Sizes of one quickstart run (``full`` and ``smoke`` presets below; every field has a CLI flag)."""
+class CommonConfig:
+    """The settings of one quickstart run that every environment has (:class:`QuickstartConfig` adds each
+    environment's own)."""
 
     env: str = DEFAULT_ENV  # the registered environment (agents.registry); its quickstart hooks do the env's part
     task_types: str = "1"  # ALFWorld task types of the easier subset (1 = pick_and_place_simple)
@@ -36,10 +37,6 @@ class QuickstartConfig:
     # the validation panel after the run (the final model is evaluated on every panel anyway); 0 = final model only
     val_every: int = 4
     data_seed: int = 0
-    webshop_products: int = 1000
-    webshop_data: str = ""  # WebShop's data folder (default $WEBSHOP_DATA)
-    webshop_generated: bool = field(default=False, metadata={  # opt in (default: $WEBSHOP_GENERATED == 1)
-        "help": "use a generated WebShop catalog (results not comparable with published numbers)"})
     model_size: str = "small"
     sft_epochs: float = 9.6  # ~3000 SFT steps on the ~2500 upsampled samples: object copying appears after ~2000
     sft_lr: float = 2e-3
@@ -95,6 +92,26 @@ class QuickstartConfig:
     # action for action); "ray" = one worker process per env slot
     eval_env_backend: str = "local"
 
+
+def _env_option_fields() -> list:
+    """Every quickstart environment's own settings (:attr:`agents.base.QuickstartHooks.options`) as dataclass fields
+    ``(name, type, field)``."""
+    taken = {f.name for f in fields(CommonConfig)}
+    out = []
+    for s in specs(with_quickstart=True):
+        for o in s.quickstart.options:
+            if o.name in taken:
+                raise TypeError(f"quickstart option {o.name!r} of {s.name!r} is already a setting of the quickstart")
+            taken.add(o.name)
+            out.append((o.name, o.type, field(default=o.default, metadata={"help": o.help} if o.help else {})))
+    return out
+
+
+QuickstartConfig = make_dataclass("QuickstartConfig", _env_option_fields(), bases=(CommonConfig,))
+QuickstartConfig.__module__ = __name__
+QuickstartConfig.__doc__ = """Sizes of one quickstart run (``full`` and ``smoke`` presets below; every field has a CLI
+flag): the common settings (:class:`CommonConfig`), then each environment's own (its spec's quickstart options,
+:class:`agents.base.QuickstartOption`)."""
 
 PRESETS = {
     "full": QuickstartConfig(),

@@ -6,7 +6,7 @@ import pytest
 
 from agents.base import AgentEnv, EnvError, EnvStep
 from agents.parsing import parse_action
-from agents.prompts import StepMemory, anchor_id, render_step_prompt
+from agents.prompts import StepMemory, render_step_prompt
 from agents.registry import make_env as registry_make_env
 from agents.registry import prompt_template
 from agents.webshop.client import SessionLostError
@@ -45,7 +45,8 @@ def test_env_protocol_and_registry(ws_url):
     mem.add(first.observation, "search[tea]")
     later = render_step_prompt(PROMPT, task, mem, first.observation, first.admissible_actions)
     assert "[Observation 1: ''Search'', Action 1: 'search[tea]']" in later and "step 2" in later
-    assert isinstance(anchor_id(first.anchor), int)
+    results = env.step("search[tea]")  # WebShop's anchor: the formatted observation of each page
+    assert results.anchor == results.observation != first.anchor
     env.close()
 
 

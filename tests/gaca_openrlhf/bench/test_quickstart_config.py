@@ -53,6 +53,21 @@ def test_presets_and_overrides():
     assert cfg_of("--env", "webshop", "--smoke").heldout_games == smoke.heldout_games
 
 
+def test_an_environment_s_own_flags_keep_their_names(monkeypatch):
+    """The WebShop leg's settings are its spec's quickstart options (agents/webshop/quickstart.py), still the config
+    fields and flags --webshop-products, --webshop-data and --webshop-generated (recorded in run.json's config)."""
+    from dataclasses import asdict
+
+    monkeypatch.delenv("WEBSHOP_DATA", raising=False)
+    monkeypatch.delenv("WEBSHOP_GENERATED", raising=False)
+    plain = cfg_of("--env", "webshop")
+    assert (plain.webshop_products, plain.webshop_data, plain.webshop_generated) == (1000, "", False)
+    cfg = cfg_of("--env", "webshop", "--webshop-generated", "--webshop-products", "50", "--webshop-data", "/d")
+    assert (cfg.webshop_products, cfg.webshop_data, cfg.webshop_generated) == (50, "/d", True)
+    assert {"webshop_products", "webshop_data", "webshop_generated"} <= set(asdict(cfg))
+    assert "published numbers" in build_parser().format_help()  # the switch's help, from its option
+
+
 def test_rl_command_is_accepted_by_the_project_parser(tmp_path):
     from gaca_openrlhf.cli.train_ppo import parse_args
 

@@ -21,6 +21,15 @@ def test_corpus_is_deterministic_and_env_like():
     assert all("<think>" in ans and "<action>" in ans for _, ans in a)
 
 
+def test_corpus_is_pinned():
+    """The corpus comes from the environments' samplers (EnvSpec.tiny_corpus_sample) and is what cached tiny models
+    were built from: a change here must bump RECIPE_VERSION (then update the digest)."""
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps(generate_corpus(10, 3)).encode()).hexdigest()
+    assert digest == "a30f406e40f966a2f1778fb54ea71a2f011c3d5526d635f3b6570a4c966a7775"
+
+
 def test_config_is_untied_qwen2_with_head_dim_32(model_dir):
     cfg = json.loads((model_dir / "config.json").read_text())
     assert cfg["model_type"] == "qwen2" and cfg["tie_word_embeddings"] is False

@@ -240,3 +240,22 @@ def test_generated_data_warning(checkpoint_run, tmp_path, capsys):
     assert "**Generated data.**" in measured.split("## Runs")[0] and "NOT comparable" in reference
     assert json.loads((out / "summary.json").read_text())["generated_data"] is True
     assert "generated data" in capsys.readouterr().err
+
+
+def test_reference_numbers_and_captions_come_from_the_environments():
+    """Each benchmark's published numbers, setup and captions are its EnvSpec's ``benchmark``
+    (agents/<env>/benchmark.py); the report groups them by paper, then benchmark."""
+    from gaca_openrlhf.report.build import generated_data_warning, score_title
+    from gaca_openrlhf.report.reference import paper_results, setup
+
+    rows = paper_results()
+    assert rows[0] == ("GACA paper (arXiv 2609.12424)", "ALFWorld", "Qwen2.5-1.5B-Instruct",
+                       "GACA (lambda0 = alpha = 0.5)", 96.88)
+    assert [(r[0], r[1]) for r in rows][8:13] == [("GACA paper (arXiv 2609.12424)", "ALFWorld")] + \
+        [("GACA paper (arXiv 2609.12424)", "WebShop")] * 2 + [("GiGPO paper", "ALFWorld")] * 2
+    assert len(rows) == 19 and rows[-1] == ("GiGPO paper", "WebShop", "Qwen2.5-7B-Instruct", "GRPO", 66.1)
+    assert setup().endswith("train T 1.0 / eval T 0.4; ALFWorld prompt 2048 / response 512 / mean_std_norm; WebShop "
+                            "prompt 4096 / mean_norm")
+    assert score_title() == "Training score (WebShop score; ALFWorld: success)"
+    assert "(ALFWorld games generated offline from the alfworld wheel's assets, or the generated WebShop catalog)" \
+        in generated_data_warning()

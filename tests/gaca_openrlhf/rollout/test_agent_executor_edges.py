@@ -199,12 +199,15 @@ def test_fault_drill_kills_the_env_worker_once(scripted, monkeypatch):
 
 
 def test_step_records_carry_the_anchor_id_and_text(scripted):
-    """Similarity grouping reads ``anchor_text``; step grouping the int ``anchor_id`` of the observation acted on."""
-    from agents.prompts import anchor_id
+    """Similarity grouping reads ``anchor_text``; step grouping the int ``anchor_id`` of the observation acted on: the
+    estimators' hash of the raw anchor, so the advantage CLI computes the same ids from raw observations."""
+    from gaca_openrlhf.advantages.hashing import hash_anchor
 
     out = run(AgentExecutor(RolloutConfig(name=scripted, max_steps=2)), FakeEngine([LOOK, LOOK]))
     assert [s["anchor_text"] for s in out["steps"]] == ["start", "obs 1"]
-    assert [s["anchor_id"] for s in out["steps"]] == [anchor_id("start"), anchor_id("obs 1")]
+    assert [s["anchor_id"] for s in out["steps"]] == [hash_anchor("start"), hash_anchor("obs 1")]
+    again = run(AgentExecutor(RolloutConfig(name=scripted, max_steps=2)), FakeEngine([LOOK, LOOK]))
+    assert [s["anchor_id"] for s in again["steps"]] == [s["anchor_id"] for s in out["steps"]]  # stable across runs
     assert all(type(s["anchor_id"]) is int for s in out["steps"])
 
 
