@@ -29,21 +29,23 @@ Tokens per micro batch, T (the longest possible sequence, prompt + response, is 
   (attention memory linear in T, not modelled, as for padded rows).
 
 What the recipes run (examples/gpu/_common.sh, _train_<env>.sh): ZeRO-3, bf16, gradient checkpointing,
-``--train.colocate_all --vllm.enable_sleep --ds.enable_sleep``, VLLM_MEM 0.6, 8 GPUs, token-budget micro batches of
-``TOKEN_BUDGET`` = :data:`RECIPE_TOKEN_BUDGET` tokens and full logits (``LOGPROB_CHUNK`` =
-:data:`RECIPE_LOGITS_CHUNK`: the scripts refuse chunked log-probs with ZeRO-3 on several GPUs; ``PACKING=0``:
-MICRO_BATCH 4 for the log-prob passes, ``--rollout.micro_batch_size``, and ``train_micro``, MICRO_BATCH lowered until
-MINI_BATCH_STEPS is a multiple of micro x N, for training), ``--actor.entropy_coef 0.001``, the k3 KL loss against a
-reference model; ALFWorld prompt 2048 + response 512 (MINI_BATCH_STEPS 256), WebShop 4096 + 512 (64); 7B with vLLM
-TP 1.
+``--train.colocate_all --vllm.enable_sleep --ds.enable_sleep``, VLLM_MEM 0.6, 8 GPUs, chunked log-probs of
+``LOGPROB_CHUNK`` = :data:`RECIPE_LOGITS_CHUNK` (4096) tokens and token-budget micro batches of ``TOKEN_BUDGET`` =
+:data:`RECIPE_TOKEN_BUDGET` (32768) tokens (``LOGPROB_CHUNK=0``: full logits and, unless TOKEN_BUDGET is given,
+:data:`RECIPE_TOKEN_BUDGET_FULL_LOGITS`; ``PACKING=0``: MICRO_BATCH 4 for the log-prob passes,
+``--rollout.micro_batch_size``, and ``train_micro``, MICRO_BATCH lowered until MINI_BATCH_STEPS is a multiple of
+micro x N, for training), ``--actor.entropy_coef 0.001``, the k3 KL loss against a reference model; ALFWorld prompt
+2048 + response 512 (MINI_BATCH_STEPS 256), WebShop 4096 + 512 (64); 7B with vLLM TP 1.
 
 The token budget of each recipe (:func:`recommended_token_budget`): the largest multiple of 4096 tokens, at most
 :data:`TOKEN_BUDGET_CEILING` (32768) and at most one GPU's share of a mini batch at full length (MINI_BATCH_STEPS / N
-x (prompt + response): a larger budget cannot change the training micro batches), at which every phase fits: with
-full logits the training pass's [tokens, vocab] tensors bind it (20480 for 1.5B, 16384 for 7B). The ceiling, which
-binds once the logits are chunked: at 32k tokens a micro batch is ~8 x 32k x P FLOPs of work (forward, recomputation, backward; ~400 TFLOPs for
-1.5B), against ZeRO-3's per-micro-batch gathers of the bf16 parameters (3 x 2P bytes), a few per cent; larger
-micro batches only add memory and coarser load balance between the ranks.
+x (prompt + response): a larger budget cannot change the training micro batches), at which every phase fits. With
+chunks of 4096 tokens the ceiling binds for all four recipes (32768: 1.5B needs at most 38 % of an 80 GB GPU, in the
+experience pass, whose reference forward keeps full logits; 7B 49 %, in the training pass); with full logits the
+training pass's [tokens, vocab] tensors bind it (20480 for 1.5B, 16384 for 7B). The ceiling: at 32k tokens a micro
+batch is ~8 x 32k x P FLOPs of work (forward, recomputation, backward; ~400 TFLOPs for 1.5B), against ZeRO-3's
+per-micro-batch gathers of the bf16 parameters (3 x 2P bytes), a few per cent; larger micro batches only add memory and
+coarser load balance between the ranks.
 
 Every phase's total is
 
@@ -72,7 +74,7 @@ the vLLM worker: 1.5 GB.
    layer  = one decoder layer's forward working set without grad, T x (4h + 8I) bytes (residual stream and its norm,
             then gate, up, SiLU(gate) and their product in bf16).
    logits = max(policy c_exp x T' x V, reference 6 x T x V) bytes, T' = T or min(T, C) with ``--logits-chunk C``
-            (``--gaca.logprob_chunk_size C`` chunks the policy's forward only: the reference model runs OpenRLHF's
+            (``--run.logprob_chunk_size C`` chunks the policy's forward only: the reference model runs OpenRLHF's
             ``Actor.forward``, full logits, at the same micro batches). OpenRLHF's ``Actor.forward``
             (models/actor.py) computes the bf16 logits [T, V] (transformers' Qwen2 lm_head, not upcast) and replaces
             them by an fp32 copy (``.to(torch.float32)``): 2 + 4 = 6 bytes per entry while both exist; the log-probs
@@ -100,7 +102,7 @@ the vLLM worker: 1.5 GB.
             ``probs * logits`` node makes its two gradients (wrt probs and wrt logits, 4 + 4): 8 + 4 + 8 = 20 bytes
             per entry, the peak: c_train = 20. Without the entropy (``--no-entropy``: entropy_coef None):
             max(6, fp32 logits 4 + their gradient 4) = 8.
-   ``--logits-chunk C`` (C > 0) models the chunked log-prob / entropy (``--gaca.logprob_chunk_size C``,
+   ``--logits-chunk C`` (C > 0) models the chunked log-prob / entropy (``--run.logprob_chunk_size C``,
    gaca_openrlhf/trainer/chunked_actor.py: the output head runs C tokens at a time under activation checkpointing,
    the backward recomputes one chunk at a time) that keeps at most C tokens of those [tokens, vocab] tensors live,
    so the logits term shrinks by T / C, the number of chunks; 0 = OpenRLHF's full-sequence tensors.
@@ -123,6 +125,8 @@ import os
 import sys
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
+
+from agents.registry import specs
 
 GIB = float(2 ** 30)
 MARGIN = 0.10                  # fits: total <= (1 - MARGIN) x GPU memory
@@ -186,20 +190,35 @@ BUILTIN: Dict[str, ModelSpec] = {
                     vocab=152064, tied=False),
 }
 
-# examples/gpu: per-environment defaults (_train_<env>.sh) and the recipes (_common.sh; 7B: README "7B": one engine
-# per GPU, TP 1, the configuration the rehearsal runs; 7B WebShop: MICRO_BATCH 2 by default, _train_webshop.sh)
-ENV_DEFAULTS = {"alfworld": dict(prompt_len=2048, response_len=512, mini_batch_steps=256),
-                "webshop": dict(prompt_len=4096, response_len=512, mini_batch_steps=64)}
+# examples/gpu: per-environment defaults (_train_<env>.sh: each environment's GpuRecipe, agents/<env>/spec.py) and
+# the recipes (_common.sh; 7B: README "7B": one engine per GPU, TP 1, the configuration the rehearsal runs; 7B WebShop:
+# MICRO_BATCH 2 by default, _train_webshop.sh)
+#: MICRO_BATCH of the recipes (_common.sh), unless an environment's recipe lowers it for a model
+DEFAULT_MICRO_BATCH = 4
+#: env name -> its spec, for every environment with a GPU recipe (:class:`agents.base.GpuRecipe`), in registry order
+RECIPE_ENVS = {s.name: s for s in specs() if s.gpu_recipe is not None}
+#: env name -> its recipe's prompt_len, response_len and mini_batch_steps
+ENV_DEFAULTS = {name: dict(prompt_len=s.gpu_recipe.prompt_len, response_len=s.gpu_recipe.response_len,
+                           mini_batch_steps=s.gpu_recipe.mini_batch_steps) for name, s in RECIPE_ENVS.items()}
 #: (model, env, vLLM TP, MICRO_BATCH) of the four recipes at their defaults
-RECIPES: List[Tuple[str, str, int, int]] = [("1.5b", "alfworld", 1, 4), ("1.5b", "webshop", 1, 4),
-                                            ("7b", "alfworld", 1, 4), ("7b", "webshop", 1, 2)]
-#: TOKEN_BUDGET of each recipe (``--train.max_tokens_per_gpu`` = ``--rollout.max_tokens_per_gpu``; _train_<env>.sh),
-#: chosen by :func:`recommended_token_budget` (tests/gaca_openrlhf/test_memory_plan.py checks that it still is)
-RECIPE_TOKEN_BUDGET: Dict[Tuple[str, str], int] = {("1.5b", "alfworld"): 20480, ("1.5b", "webshop"): 20480,
-                                                   ("7b", "alfworld"): 16384, ("7b", "webshop"): 16384}
-#: LOGPROB_CHUNK of the recipes (``--gaca.logprob_chunk_size``, alias of ``--run.logprob_chunk_size``; _train_<env>.sh):
-#: off, as the scripts refuse chunked log-probs with ZeRO-3 on several ranks (docs/packing.md, "Open")
-RECIPE_LOGITS_CHUNK = 0
+RECIPES: List[Tuple[str, str, int, int]] = [
+    (m, e, 1, s.gpu_recipe.micro_batch_of(m, DEFAULT_MICRO_BATCH)) for m in BUILTIN for e, s in RECIPE_ENVS.items()]
+#: LOGPROB_CHUNK of the recipes (``--run.logprob_chunk_size``; _common.sh ``set_packing_args``): chunked log-probs by
+#: default, 4096 tokens per chunk (under ZeRO-3 every rank makes the same number of chunks, trainer/chunked_actor.py
+#: ``agreed_num_chunks``); ``LOGPROB_CHUNK=0`` turns them off
+RECIPE_LOGITS_CHUNK = 4096
+#: TOKEN_BUDGET per model size (``--train.max_tokens_per_gpu`` = ``--rollout.max_tokens_per_gpu``; _common.sh
+#: ``set_packing_args``, which picks it by the model's name, the same for every environment) with
+#: :data:`RECIPE_LOGITS_CHUNK`: chosen by :func:`recommended_token_budget`, the ceiling for all four recipes
+#: (tests/gaca_openrlhf/test_memory_plan.py checks that it still is)
+TOKEN_BUDGET_BY_MODEL: Dict[str, int] = {"1.5b": 32768, "7b": 32768}
+#: the same with full logits (``LOGPROB_CHUNK=0``, no TOKEN_BUDGET given: the scripts fall back to it):
+#: :func:`recommended_token_budget` with logits chunk 0, where the training pass's [tokens, vocab] tensors bind
+TOKEN_BUDGET_FULL_LOGITS_BY_MODEL: Dict[str, int] = {"1.5b": 20480, "7b": 16384}
+#: (model, env) -> TOKEN_BUDGET of each recipe, chunked and full logits
+RECIPE_TOKEN_BUDGET: Dict[Tuple[str, str], int] = {(m, e): TOKEN_BUDGET_BY_MODEL[m] for m, e, _, _ in RECIPES}
+RECIPE_TOKEN_BUDGET_FULL_LOGITS: Dict[Tuple[str, str], int] = {
+    (m, e): TOKEN_BUDGET_FULL_LOGITS_BY_MODEL[m] for m, e, _, _ in RECIPES}
 #: the largest token budget :func:`recommended_token_budget` picks (module docstring)
 TOKEN_BUDGET_CEILING = 32768
 TOKEN_BUDGET_STEP = 4096
@@ -446,13 +465,21 @@ def recipe_plan(model: str, env: str, tp: int, gpu_mem_gb: float = 80.0, logits_
                 logits_chunk=logits_chunk, token_budget=token_budget, label=f"{model} {env}")
 
 
+def recipe_token_budget(model: str, env: str, logits_chunk: int) -> int:
+    """The scripts' default TOKEN_BUDGET of a recipe: :data:`RECIPE_TOKEN_BUDGET` with chunked log-probs (any chunk
+    > 0), :data:`RECIPE_TOKEN_BUDGET_FULL_LOGITS` with ``LOGPROB_CHUNK=0`` (_common.sh ``set_packing_args``)."""
+    return (RECIPE_TOKEN_BUDGET if logits_chunk > 0 else RECIPE_TOKEN_BUDGET_FULL_LOGITS)[(model, env)]
+
+
 def default_recipe_plans(gpu_mem_gb: float = 80.0, logits_chunk: Optional[int] = None,
                          token_budget: Optional[int] = None) -> List[Plan]:
-    """The four recipes as the scripts run them by default (token budget :data:`RECIPE_TOKEN_BUDGET`, logits chunk
-    :data:`RECIPE_LOGITS_CHUNK`); ``logits_chunk`` / ``token_budget`` override them for all four (0: off)."""
+    """The four recipes as the scripts run them by default (logits chunk :data:`RECIPE_LOGITS_CHUNK`, token budget
+    :data:`RECIPE_TOKEN_BUDGET`); ``logits_chunk`` / ``token_budget`` override them for all four (0: off); with
+    ``logits_chunk=0`` and no ``token_budget`` the budget is the scripts' full-logits one
+    (:func:`recipe_token_budget`)."""
     chunk = RECIPE_LOGITS_CHUNK if logits_chunk is None else logits_chunk
     return [recipe_plan(m, e, tp, gpu_mem_gb=gpu_mem_gb, logits_chunk=chunk, micro_batch=mb,
-                        token_budget=RECIPE_TOKEN_BUDGET[(m, e)] if token_budget is None else token_budget)
+                        token_budget=recipe_token_budget(m, e, chunk) if token_budget is None else token_budget)
             for m, e, tp, mb in RECIPES]
 
 
@@ -515,7 +542,7 @@ def suggest(plan: Plan, mini_batch_steps: Optional[int] = None) -> List[str]:
     while chunk >= 1:
         cand = replace(plan, logits_chunk=chunk)
         if chunk < longest and fits(cand):
-            out.append(f"--logits-chunk {chunk} (LOGPROB_CHUNK, --gaca.logprob_chunk_size) at {at} fits: "
+            out.append(f"--logits-chunk {chunk} (LOGPROB_CHUNK, --run.logprob_chunk_size) at {at} fits: "
                        f"{totals(cand)}")
             break
         chunk //= 2
@@ -618,6 +645,11 @@ def _fraction(s: str) -> float:
     return v
 
 
+def _per_env(key: str) -> str:
+    """A recipe default of each environment, for the help texts: ``256 ALFWorld, 64 WebShop``."""
+    return ", ".join(f"{ENV_DEFAULTS[name][key]} {s.title}" for name, s in RECIPE_ENVS.items())
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m gaca_openrlhf.memory_plan",
@@ -631,21 +663,24 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--gpus", type=_pos_int, default=None, help="GPUs = DeepSpeed ranks (default 8)")
     ap.add_argument("--tp", type=_pos_int, default=None, help="vLLM tensor parallel size (default 1)")
     ap.add_argument("--micro-batch", type=_pos_int, default=None,
-                    help="MICRO_BATCH per GPU (default 4): log-prob passes; training uses train_micro of it")
+                    help=f"MICRO_BATCH per GPU (default {DEFAULT_MICRO_BATCH}): log-prob passes; training uses "
+                         "train_micro of it")
     ap.add_argument("--mini-batch-steps", type=_pos_int, default=None,
-                    help="MINI_BATCH_STEPS (default 256 ALFWorld, 64 WebShop): caps the training micro batch")
-    ap.add_argument("--prompt-len", type=_pos_int, default=None, help="default 2048 ALFWorld, 4096 WebShop")
+                    help=f"MINI_BATCH_STEPS (default {_per_env('mini_batch_steps')}): caps the training micro batch")
+    ap.add_argument("--prompt-len", type=_pos_int, default=None, help=f"default {_per_env('prompt_len')}")
     ap.add_argument("--response-len", type=_pos_int, default=None, help="default 512")
     ap.add_argument("--vllm-mem", type=_fraction, default=None, help="VLLM_MEM, share of GPU memory (default 0.6)")
     ap.add_argument("--gpu-mem-gb", type=_pos_float, default=None, help="GPU memory in GB (GiB; default 80)")
     ap.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=None, help="DeepSpeed ZeRO stage (default 3)")
     ap.add_argument("--logits-chunk", type=_nonneg_int, default=None,
-                    help=f"LOGPROB_CHUNK (--gaca.logprob_chunk_size): C > 0: at most C tokens of the policy's [tokens, "
+                    help=f"LOGPROB_CHUNK (--run.logprob_chunk_size): C > 0: at most C tokens of the policy's [tokens, "
                          f"vocab] tensors live; 0: full logits (default {RECIPE_LOGITS_CHUNK}, the scripts')")
     ap.add_argument("--token-budget", type=_nonneg_int, default=None,
                     help="TOKEN_BUDGET (--train/--rollout.max_tokens_per_gpu): B > 0: packed micro batches of at most "
                          "B tokens; 0: fixed micro batches of MICRO_BATCH padded sequences (PACKING=0). Default: the "
-                         "recipe's (--recipes; a single plan of 1.5b/7b), else the plan's recommended budget")
+                         "recipe's as the scripts pick it (--recipes; a single plan of 1.5b/7b): "
+                         f"{TOKEN_BUDGET_CEILING} with a logits chunk, the full-logits budget with --logits-chunk 0; "
+                         "else the plan's recommended budget")
     ap.add_argument("--no-entropy", action="store_true", help="--actor.entropy_coef unset (no entropy in training)")
     ap.add_argument("--experience-entropy", action="store_true",
                     help="the experience forward computes the entropy too (EMPG)")
@@ -681,11 +716,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     tp = a.tp or 1
     if gpus % tp:
         ap.error(f"--tp {tp} does not divide --gpus {gpus}")
-    micro = a.micro_batch or 4
+    micro = a.micro_batch or DEFAULT_MICRO_BATCH
     mbs = a.mini_batch_steps or d["mini_batch_steps"]
     budget = a.token_budget
     if budget is None:
-        budget = RECIPE_TOKEN_BUDGET.get((a.model.strip().lower(), a.env), -1)
+        key = (a.model.strip().lower(), a.env)
+        budget = recipe_token_budget(*key, chunk) if key in RECIPE_TOKEN_BUDGET else -1
     try:
         if budget < 0:  # another model: the plan's recommended budget (fixed micro batches when none fits)
             probe = Plan(spec, gpus=gpus, tp=tp, prompt_len=a.prompt_len or d["prompt_len"],

@@ -66,7 +66,7 @@ if [[ "$REHEARSAL" == "1" ]]; then
   MODEL="${MODEL:-tiny-model}"
 else
   # the GPU path, forced: with GACA_BACKEND unset ("auto") a CUDA/driver mismatch would silently take the CPU
-  # backend; GACA_BACKEND=gpu (and --gaca.backend gpu below) makes it fail instead. gpu_preflight checks first.
+  # backend; GACA_BACKEND=gpu (and --run.backend gpu below) makes it fail instead. gpu_preflight checks first.
   export GACA_BACKEND=gpu
 fi
 
@@ -82,11 +82,11 @@ TASKS_PER_ITER="${TASKS_PER_ITER:-16}"          # 16 tasks x 8 rollouts (one gro
 ROLLOUTS="${ROLLOUTS:-8}"
 ENV_WORKER_CPUS="${ENV_WORKER_CPUS:-0.1}"      # logical CPUs per ALFWorld env worker (README: "Env worker CPUs")
 # MINI_BATCH_STEPS: PPO mini-batch in step samples (verl-agent: 256 ALFWorld, 64 WebShop, set by _train_<env>.sh);
-# an iteration with N step samples makes ceil(N / MINI_BATCH_STEPS) optimizer updates (--gaca.mini_batch_steps)
+# an iteration with N step samples makes ceil(N / MINI_BATCH_STEPS) optimizer updates (--run.mini_batch_steps)
 LR="${LR:-1e-6}"
 SEED="${SEED:-42}"
 SAVE_STEPS="${SAVE_STEPS:-10}"                  # DeepSpeed + HF checkpoint every N iterations
-# --gaca.max_logprob_gap: training stops when sync/logprob_gap (mean |log-prob| vLLM - trainer of <= 4 prompts x 16
+# --run.max_logprob_gap: training stops when sync/logprob_gap (mean |log-prob| vLLM - trainer of <= 4 prompts x 16
 # tokens sampled at T 1.0 right after each weight sync) exceeds it. Long runs: 0.5, only a grossly broken sync
 # stops them (a 0.1 limit can end a 150-iteration run on one noisy probe; README "Weight-sync check"); the smoke
 # and the rehearsal keep the strict 0.1. 0: no limit (a NaN gap always stops training).
@@ -217,7 +217,7 @@ common_args() {
     --rollout.batch_size "$TASKS_PER_ITER" --rollout.n_samples_per_prompt "$ROLLOUTS"
     --rollout.temperature 1.0 --rollout.top_p 1.0 --rollout.micro_batch_size "$MICRO_BATCH"
     --train.micro_batch_size "$(train_micro)" --train.max_epochs 1 --train.num_episodes 1 --train.seed "$SEED"
-    --gaca.max_iterations "$ITERATIONS" --gaca.max_logprob_gap "$MAX_LOGPROB_GAP"
+    --run.max_iterations "$ITERATIONS" --run.max_logprob_gap "$MAX_LOGPROB_GAP"
     --actor.adam.lr "$LR" --actor.lr_warmup_ratio 0 --actor.lr_scheduler constant_with_warmup
     --actor.adam.betas 0.9 0.999 --actor.adam.weight_decay 0.01 --actor.max_norm 1.0
     --actor.eps_clip 0.2 --actor.dual_clip 3.0 --actor.entropy_coef 0.001
@@ -239,10 +239,10 @@ common_args() {
     # REHEARSAL_DTYPE (default auto): the node trains in bf16; a CPU without native bf16 matmuls (AVX2 only)
     # multiplies bf16 in a scalar kernel, ~6x slower, so the rehearsal takes the CPU backend's dtype rule there
     # (fp32; bf16 on AVX512-bf16/AMX CPUs). The engines follow (GACA_REHEARSAL_DTYPE, trainer/launch.py).
-    COMMON_ARGS+=(--gaca.backend rehearsal --ds.attn_implementation sdpa --vllm.enforce_eager
+    COMMON_ARGS+=(--run.backend rehearsal --ds.attn_implementation sdpa --vllm.enforce_eager
                   --ds.param_dtype "${REHEARSAL_DTYPE:-auto}")
   else
-    COMMON_ARGS+=(--gaca.backend gpu)
+    COMMON_ARGS+=(--run.backend gpu)
   fi
 }
 
@@ -601,18 +601,21 @@ queue_run_evals() {
   done
 }
 
-# PACKING_ARGS of the train scripts (docs/packing.md): packed token-budget micro-batches by default (20480 tokens per
-# GPU, 16384 for 7B; a script may set its rehearsal budget first), chunked log-probs when LOGPROB_CHUNK > 0.
+# PACKING_ARGS of the train scripts (docs/packing.md): packed token-budget micro-batches with chunked log-probs by
+# default, LOGPROB_CHUNK=4096 tokens (--run.logprob_chunk_size) and TOKEN_BUDGET=32768 tokens per GPU, the memory
+# plan's RECIPE_LOGITS_CHUNK / RECIPE_TOKEN_BUDGET for all four recipes (gaca_openrlhf/memory_plan.py; under ZeRO-3
+# every rank makes the same number of chunks: trainer/chunked_actor.py agreed_num_chunks). LOGPROB_CHUNK=0: full
+# logits, and then a budget they fit in (RECIPE_TOKEN_BUDGET_FULL_LOGITS: 20480, 16384 for 7B) unless TOKEN_BUDGET is
+# set. A script may set its rehearsal budget and chunk first (rehearse).
 set_packing_args() {
-  if [[ -z "${TOKEN_BUDGET:-}" && "$MODEL" == *7[Bb]* ]]; then TOKEN_BUDGET=16384; fi
-  PACKING="${PACKING:-1}" TOKEN_BUDGET="${TOKEN_BUDGET:-20480}" LOGPROB_CHUNK="${LOGPROB_CHUNK:-0}"
-  if (( LOGPROB_CHUNK > 0 && ZERO_STAGE == 3 && TOTAL_GPUS > 1 )); then
-    echo "error: LOGPROB_CHUNK=$LOGPROB_CHUNK (chunked log-probs) with ZeRO-3 on $TOTAL_GPUS GPUs desynchronises the" \
-         "ranks' parameter gathers (docs/packing.md, \"Open\"): use LOGPROB_CHUNK=0 or ZERO_STAGE=2" >&2
-    exit 2
+  PACKING="${PACKING:-1}" LOGPROB_CHUNK="${LOGPROB_CHUNK:-4096}"
+  if [[ -z "${TOKEN_BUDGET:-}" ]]; then
+    if (( LOGPROB_CHUNK > 0 )); then TOKEN_BUDGET=32768
+    elif [[ "$MODEL" == *7[Bb]* ]]; then TOKEN_BUDGET=16384
+    else TOKEN_BUDGET=20480; fi
   fi
   PACKING_ARGS=()
-  (( LOGPROB_CHUNK <= 0 )) || PACKING_ARGS+=(--gaca.logprob_chunk_size "$LOGPROB_CHUNK")
+  (( LOGPROB_CHUNK <= 0 )) || PACKING_ARGS+=(--run.logprob_chunk_size "$LOGPROB_CHUNK")
   if [[ "$PACKING" == "1" ]]; then
     PACKING_ARGS+=(--ds.packing_samples)
     (( TOKEN_BUDGET <= 0 )) || PACKING_ARGS+=(--train.dynamic_batch_enable --train.max_tokens_per_gpu "$TOKEN_BUDGET"

@@ -27,15 +27,16 @@ fi
 MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-256}"  # verl-agent: 256 step samples per optimizer update
 # Packed token-budget micro-batches, the fastest path (docs/packing.md; equal to the padded path:
 # tests/gaca_openrlhf/trainer/test_packing_equality.py). PACKING=0: padded fixed micro-batches of MICRO_BATCH (no token
-# budget either); TOKEN_BUDGET=0: packed micro-batches of MICRO_BATCH samples. TOKEN_BUDGET
-# (--train/--rollout.max_tokens_per_gpu) per GPU: the memory plan's choice for ALFWorld with full logits, 20480 for 1.5B
-# and 16384 for 7B (python -m gaca_openrlhf.memory_plan --recipes, README "Memory plan").
-# LOGPROB_CHUNK=C: the policy's log-probs in chunks of C tokens (--gaca.logprob_chunk_size, alias of
-# --run.logprob_chunk_size); off by default: with ZeRO-3 on several ranks the chunked output head desynchronises the
-# ranks' parameter gathers (a rank with more tokens makes more chunks: gloo aborts, NCCL would hang; docs/packing.md,
-# "Open"), so it is refused there until that is fixed; ZERO_STAGE=2 or one GPU can use it.
-# REHEARSAL=1: a budget scaled to its <= 1056-token samples, so that micro-batches pack several samples.
-rehearse TOKEN_BUDGET=1024
+# budget either); TOKEN_BUDGET=0: packed micro-batches of MICRO_BATCH samples. Chunked log-probs by default:
+# LOGPROB_CHUNK=C, the policy's log-probs and entropy in chunks of C tokens (--run.logprob_chunk_size; 4096), which
+# lets TOKEN_BUDGET (--train/--rollout.max_tokens_per_gpu) per GPU be 32768 for 1.5B and 7B, the memory plan's choice
+# with chunks of 4096 (python -m gaca_openrlhf.memory_plan --recipes, README "Memory plan"). LOGPROB_CHUNK=0: full
+# logits, with the plan's full-logits budget (20480 for 1.5B, 16384 for 7B) unless TOKEN_BUDGET is set (_common.sh
+# set_packing_args).
+# REHEARSAL=1: a budget scaled to its <= 1056-token samples, so that micro-batches pack several samples, and chunks of
+# 256 tokens, smaller than the budget, so that the chunked path (several chunks, ZeRO-3's agreed chunk count over the
+# ranks) is rehearsed.
+rehearse TOKEN_BUDGET=1024 LOGPROB_CHUNK=256
 set_packing_args  # PACKING_ARGS from PACKING / TOKEN_BUDGET / LOGPROB_CHUNK (_common.sh)
 method_args "$METHOD"
 common_args
@@ -45,7 +46,7 @@ run_train "${COMMON_ARGS[@]}" "${METHOD_ARGS[@]}" \
   --data.prompt_dataset "$TASKS" \
   --data.max_len $((PROMPT_MAX_LEN + MAX_NEW_TOKENS)) --env.prompt_max_len "$PROMPT_MAX_LEN" \
   --rollout.max_new_tokens "$MAX_NEW_TOKENS" \
-  --gaca.mini_batch_steps "$MINI_BATCH_STEPS" "${PACKING_ARGS[@]}" --gaca.mode mean_std_norm \
+  --run.mini_batch_steps "$MINI_BATCH_STEPS" "${PACKING_ARGS[@]}" --gaca.mode mean_std_norm \
   --env.name alfworld --env.max_steps "$MAX_STEPS" \
   --env.kwargs "{\"backend\": \"ray\", \"data_dir\": \"$ALFWORLD_DATA\", \"num_cpus\": $ENV_WORKER_CPUS}" \
   "$@"

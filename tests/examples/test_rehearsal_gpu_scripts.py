@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 GPU = os.path.join(ROOT, "examples", "gpu")
 N_GPUS = 2
 MINI_BATCH_STEPS = 4  # the rehearsal default (examples/gpu/_common.sh): several updates per iteration
-MAX_LOGPROB_GAP = 0.1  # the rehearsal's --gaca.max_logprob_gap (examples/gpu/_common.sh; long GPU runs: 0.5)
+MAX_LOGPROB_GAP = 0.1  # the rehearsal's --run.max_logprob_gap (examples/gpu/_common.sh; long GPU runs: 0.5)
 
 
 def rehearse(script: str, save: str) -> subprocess.CompletedProcess:

@@ -86,7 +86,7 @@ def test_two_node_rehearsal_starts_checks_and_stops_its_cluster(tmp_path):
     assert opt(pre_argv, "--num-nodes") == "2" and opt(pre_argv, "--gpus") == "2"
     train_argv = shlex.split(calls[train])
     for k, v in (("--actor.num_nodes", "2"), ("--actor.num_gpus_per_node", "1"), ("--ref.num_nodes", "2"),
-                 ("--vllm.num_engines", "2"), ("--gaca.backend", "rehearsal")):
+                 ("--vllm.num_engines", "2"), ("--run.backend", "rehearsal")):
         assert opt(train_argv, k) == v, k
     check_argv = shlex.split(calls[check])
     assert check_argv[3] == str(tmp_path / "run") and opt(check_argv, "--num-nodes") == "2"

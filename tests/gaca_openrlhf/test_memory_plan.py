@@ -219,15 +219,21 @@ def run_cli(capsys, *args):
 
 def test_cli_recipes_today(capsys):
     rc, out = run_cli(capsys, "--recipes")
-    for label, budget in (("1.5b alfworld", 20480), ("1.5b webshop", 20480), ("7b alfworld", 16384),
-                          ("7b webshop", 16384)):
+    for label in ("1.5b alfworld", "1.5b webshop", "7b alfworld", "7b webshop"):
         assert sum(line.startswith(f"| {label} ") for line in out.splitlines()) == 3
-        assert f"{label}: token budget {budget}; the largest that fits" in out
-        assert f"packed micro batches of <= {budget} tokens (token budget), logits chunk none" in out
-    # the four recipes at their defaults (packed micro-batches of <= 20480 / 16384 tokens, full logits) fit with the
-    # 10 % margin (every 7B engine TP 1)
+        assert f"{label}: token budget 32768; the largest that fits" in out and "logits chunk 4096): 32768" in out
+        assert "packed micro batches of <= 32768 tokens (token budget), logits chunk 4096" in out
+    # the four recipes at their defaults (packed micro-batches of <= 32768 tokens, chunked log-probs of 4096 tokens)
+    # fit with the 10 % margin (every 7B engine TP 1)
     assert rc == 0 and "DOES NOT FIT" not in out and "all fit" in out
     assert "7b webshop: Qwen2.5-7B-Instruct (7.62B params), 8 GPUs x 80 GB, vLLM TP 1" in out
+    # LOGPROB_CHUNK=0: full logits, at the budgets the scripts then use (20480 / 16384), fit too
+    rc, out = run_cli(capsys, "--recipes", "--logits-chunk", "0")
+    for label, budget in (("1.5b alfworld", 20480), ("1.5b webshop", 20480), ("7b alfworld", 16384),
+                          ("7b webshop", 16384)):
+        assert f"{label}: token budget {budget}; the largest that fits" in out
+        assert f"packed micro batches of <= {budget} tokens (token budget), logits chunk none" in out
+    assert rc == 0 and "DOES NOT FIT" not in out and "all fit" in out
     # PACKING=0 LOGPROB_CHUNK=0: fixed padded micro-batches, full logits (7B WebShop at micro batch 2) fit too
     rc, out = run_cli(capsys, "--recipes", "--token-budget", "0", "--logits-chunk", "0")
     assert rc == 0 and "all fit" in out and "token budget" not in out
@@ -241,6 +247,8 @@ def test_cli_recipes_exit_status(capsys):
     assert rc == 0 and "DOES NOT FIT" not in out and "all fit" in out
     rc, out = run_cli(capsys, "--recipes", "--logits-chunk", "4096")
     assert rc == 0
+    rc, out = run_cli(capsys, "--recipes", "--logits-chunk", "0", "--token-budget", "32768")  # full logits: no
+    assert rc == 1 and out.count("DOES NOT FIT") == 4
 
 
 def test_cli_single(capsys):
@@ -249,12 +257,17 @@ def test_cli_single(capsys):
     rows = [l for l in out.splitlines() if l.startswith("| 1.5b alfworld")]
     assert [r.split("|")[2].strip() for r in rows] == ["rollout", "experience", "training"]
     assert "seq 2048+512" in out
-    assert "packed micro batches of <= 20480 tokens (token budget), logits chunk none" in out  # the scripts' defaults
+    assert "packed micro batches of <= 32768 tokens (token budget), logits chunk 4096" in out  # the scripts' defaults
     rc, out = run_cli(capsys, "--model", "7b", "--env", "webshop", "--tp", "2", "--micro-batch", "2", "--token-budget",
-                      "0")
+                      "0", "--logits-chunk", "0")
     assert rc == 0 and "micro batch 2 (log-prob) / 2 (training), logits chunk none" in out
+    rc, out = run_cli(capsys, "--model", "7b", "--env", "webshop", "--tp", "2", "--micro-batch", "2", "--token-budget",
+                      "0")  # PACKING=0 keeps the scripts' chunk
+    assert rc == 0 and "micro batch 2 (log-prob) / 2 (training), logits chunk 4096" in out
     rc, out = run_cli(capsys, "--model", "7b", "--env", "webshop", "--logits-chunk", "4096")  # budget: the recipe's
-    assert rc == 0 and "packed micro batches of <= 16384 tokens (token budget), logits chunk 4096" in out
+    assert rc == 0 and "packed micro batches of <= 32768 tokens (token budget), logits chunk 4096" in out
+    rc, out = run_cli(capsys, "--model", "7b", "--env", "webshop", "--logits-chunk", "0")  # the full-logits budget
+    assert rc == 0 and "packed micro batches of <= 16384 tokens (token budget), logits chunk none" in out
 
 
 def test_cli_module_entry_point():
@@ -292,6 +305,25 @@ def _script_default(path, var):
     return m.group(1)
 
 
+def _set_packing_args(**env):
+    """_common.sh's ``set_packing_args`` run alone in bash (its text cut out of the file, under _common.sh's ``set
+    -euo pipefail``) with ``env``'s variables: (PACKING, TOKEN_BUDGET, LOGPROB_CHUNK) it leaves, and PACKING_ARGS."""
+    import os
+    import re
+
+    text = (ROOT / "examples/gpu/_common.sh").read_text()
+    m = re.search(r"^set_packing_args\(\) \{\n.*?^\}\n", text, re.S | re.M)
+    assert m, "set_packing_args not found in _common.sh"
+    script = ("set -euo pipefail\n" + m.group(0) + "set_packing_args\n"
+              'echo "$PACKING $TOKEN_BUDGET $LOGPROB_CHUNK"\necho "${PACKING_ARGS[*]}"\n')
+    r = subprocess.run(["bash", "-c", script], env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env},
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    values, args = r.stdout.splitlines()
+    packing, budget, chunk = values.split()
+    return (packing, int(budget), int(chunk)), args.split()
+
+
 def test_recipe_defaults_match_the_scripts():
     assert int(_script_default("_nodes.sh", "GPUS_PER_NODE")) == 8
     assert int(_script_default("_common.sh", "MICRO_BATCH")) == 4
@@ -307,13 +339,26 @@ def test_recipe_defaults_match_the_scripts():
     # 7B WebShop's micro batch: the recipe table says 2, the script lowers MICRO_BATCH to 2 for a 7B model
     assert [mb for m, e, _, mb in mp.RECIPES if (m, e) == ("7b", "webshop")] == [2]
     assert 'MICRO_BATCH=2; fi' in (ROOT / "examples/gpu/_train_webshop.sh").read_text()
-    # packed token-budget micro-batches (the budget of 1.5B by default, 7B's for a 7B model), full logits
+
+
+@pytest.mark.parametrize("model, name", [("1.5b", "Qwen/Qwen2.5-1.5B-Instruct"), ("7b", "Qwen/Qwen2.5-7B-Instruct")])
+def test_script_packing_defaults_are_the_recipes(model, name):
+    """_common.sh's set_packing_args (every train script's PACKING_ARGS) defaults to the plan's RECIPE_LOGITS_CHUNK
+    and RECIPE_TOKEN_BUDGET (the same for both environments: the function does not know the environment), and with
+    LOGPROB_CHUNK=0 to RECIPE_TOKEN_BUDGET_FULL_LOGITS; a given TOKEN_BUDGET is kept either way."""
     for env in ("alfworld", "webshop"):
-        text = (ROOT / "examples/gpu" / f"_train_{env}.sh").read_text()
-        assert int(_script_default(f"_train_{env}.sh", "TOKEN_BUDGET")) == mp.RECIPE_TOKEN_BUDGET[("1.5b", env)]
-        assert f'"$MODEL" == *7[Bb]* ]]; then TOKEN_BUDGET={mp.RECIPE_TOKEN_BUDGET[("7b", env)]}; fi' in text
-        assert int(_script_default(f"_train_{env}.sh", "LOGPROB_CHUNK")) == mp.RECIPE_LOGITS_CHUNK
-        assert _script_default(f"_train_{env}.sh", "PACKING") == "1"
+        (packing, budget, chunk), args = _set_packing_args(MODEL=name)
+        assert (packing, budget, chunk) == ("1", mp.RECIPE_TOKEN_BUDGET[(model, env)], mp.RECIPE_LOGITS_CHUNK)
+        assert args == ["--run.logprob_chunk_size", str(chunk), "--ds.packing_samples", "--train.dynamic_batch_enable",
+                        "--train.max_tokens_per_gpu", str(budget), "--rollout.max_tokens_per_gpu", str(budget)]
+        (_, budget, chunk), args = _set_packing_args(MODEL=name, LOGPROB_CHUNK="0")
+        assert (budget, chunk) == (mp.RECIPE_TOKEN_BUDGET_FULL_LOGITS[(model, env)], 0)
+        assert "--run.logprob_chunk_size" not in args
+        assert mp.recipe_token_budget(model, env, 0) == budget
+        assert mp.recipe_token_budget(model, env, mp.RECIPE_LOGITS_CHUNK) == mp.RECIPE_TOKEN_BUDGET[(model, env)]
+    assert _set_packing_args(MODEL=name, LOGPROB_CHUNK="0", TOKEN_BUDGET="8192")[0][1:] == (8192, 0)
+    assert _set_packing_args(MODEL=name, TOKEN_BUDGET="1024", LOGPROB_CHUNK="256")[0][1:] == (1024, 256)  # rehearsal
+    assert _set_packing_args(MODEL=name, PACKING="0")[1] == ["--run.logprob_chunk_size", "4096"]
 
 
 def test_token_budget_micro_batches_by_hand():
@@ -333,21 +378,28 @@ def test_token_budget_micro_batches_by_hand():
 
 
 def test_recipe_token_budgets_are_the_plans_choice():
-    """RECIPE_TOKEN_BUDGET (what the scripts pass) is what recommended_token_budget picks for each recipe: with full
-    logits the memory holds them below the 32768 ceiling (the next step of 4096 does not fit); chunked log-probs
-    (4096) would allow the ceiling."""
+    """RECIPE_TOKEN_BUDGET (what the scripts pass, with chunked log-probs of RECIPE_LOGITS_CHUNK tokens) is what
+    recommended_token_budget picks for each recipe with that chunk: the 32768 ceiling, where every phase fits.
+    RECIPE_TOKEN_BUDGET_FULL_LOGITS (the scripts' budget with LOGPROB_CHUNK=0) is its pick with full logits: below
+    the ceiling, the next step of 4096 does not fit."""
     for plan, (m, e, _, _) in zip(mp.default_recipe_plans(), mp.RECIPES):
         mbs = mp.ENV_DEFAULTS[e]["mini_batch_steps"]
-        assert plan.token_budget == mp.RECIPE_TOKEN_BUDGET[(m, e)] == mp.recommended_token_budget(plan, mbs)
-        assert plan.logits_chunk == mp.RECIPE_LOGITS_CHUNK == 0 and mp.fits(plan)
+        assert plan.logits_chunk == mp.RECIPE_LOGITS_CHUNK == 4096 and mp.fits(plan)
+        assert plan.token_budget == mp.RECIPE_TOKEN_BUDGET[(m, e)] == mp.recommended_token_budget(plan, mbs) == \
+            mp.TOKEN_BUDGET_CEILING
+        assert plan.logits_chunk < plan.token_budget  # several chunks per micro-batch
+    for plan, (m, e, _, _) in zip(mp.default_recipe_plans(logits_chunk=0), mp.RECIPES):
+        mbs = mp.ENV_DEFAULTS[e]["mini_batch_steps"]
+        assert plan.token_budget == mp.RECIPE_TOKEN_BUDGET_FULL_LOGITS[(m, e)] == mp.recommended_token_budget(plan, mbs)
+        assert plan.logits_chunk == 0 and mp.fits(plan)
         assert plan.token_budget < mp.TOKEN_BUDGET_CEILING and plan.token_budget % mp.TOKEN_BUDGET_STEP == 0
         assert not mp.fits(replace(plan, token_budget=plan.token_budget + mp.TOKEN_BUDGET_STEP))
-        assert mp.recommended_token_budget(replace(plan, logits_chunk=4096), mbs) == mp.TOKEN_BUDGET_CEILING
+        assert not mp.fits(replace(plan, token_budget=mp.RECIPE_TOKEN_BUDGET[(m, e)]))  # chunking is what allows it
     # one GPU's share of a mini batch caps it: 64 step samples of 4608 tokens on 64 GPUs: 4608 -> 8192 (step 4096)
     plan = mp.recipe_plan("1.5b", "webshop", 1, gpus=64, token_budget=4096, logits_chunk=4096)
     assert mp.recommended_token_budget(plan, 64) == 8192
     # a GPU too small for the ceiling: the largest multiple of 4096 that fits
-    small = replace(mp.default_recipe_plans()[3], gpu_mem_gb=40.0)
+    small = replace(mp.default_recipe_plans(logits_chunk=0)[3], gpu_mem_gb=40.0)  # 7B WebShop, full logits
     got = mp.recommended_token_budget(small, 64)
     assert got and got < 16384 and mp.fits(replace(small, token_budget=got))
     assert not mp.fits(replace(small, token_budget=got + 4096))
@@ -355,7 +407,7 @@ def test_recipe_token_budgets_are_the_plans_choice():
 
 
 def test_suggestions_for_a_token_budget_plan():
-    plan = replace(mp.default_recipe_plans()[3], gpu_mem_gb=40.0)      # 7B WebShop at 16384 on a 40 GB GPU
+    plan = replace(mp.default_recipe_plans(logits_chunk=0)[3], gpu_mem_gb=40.0)  # 7B WebShop at 16384, 40 GB GPU
     assert not mp.fits(plan)
     lines = mp.suggest(plan, 64)
     assert lines[0].startswith("--token-budget ") and "MICRO_BATCH" not in " ".join(lines)
@@ -363,7 +415,7 @@ def test_suggestions_for_a_token_budget_plan():
     assert budget % 1024 == 0 and mp.fits(replace(plan, token_budget=budget))
     assert not mp.fits(replace(plan, token_budget=budget + 1024))
     assert lines[1].startswith("--logits-chunk ") and "at token budget 16384" in lines[1]
-    plan = replace(mp.default_recipe_plans()[3], token_budget=32768)    # full logits at 32768 tokens: 93 GB
+    plan = replace(mp.default_recipe_plans(logits_chunk=0)[3], token_budget=32768)  # full logits, 32768: 93 GB
     assert not mp.fits(plan)
     lines = mp.suggest(plan, 64)
     assert lines[0].startswith("--token-budget ") and lines[1].startswith("--logits-chunk ")
