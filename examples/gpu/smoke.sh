@@ -8,7 +8,8 @@
 #   resume    RESUME=1 with one more iteration: training continues from the checkpoint of iteration 2 (SMOKE_RESUME=0: skip)
 #   webshop   1 iteration of the WebShop GACA script at the same sizes, in SAVE_PATH/webshop (SMOKE_WEBSHOP=0: skip)
 # and a summary: one PASS/FAIL line per check (examples/gpu/smoke_check.py) and the peak memory of each GPU of this
-# node in each leg (nvidia-smi every second into SAVE_PATH/gpu_memory_<leg>.csv).
+# node in each leg and in each iteration phase (rollout, experience, training, sync, other: nvidia-smi every second
+# into SAVE_PATH/gpu_memory_<leg>.csv, mapped onto the phase windows of metrics.jsonl).
 #   bash examples/gpu/smoke.sh                      # GPU node: Qwen2.5-0.5B-Instruct on GPUS_PER_NODE (8) GPUs
 #   REHEARSAL=1 bash examples/gpu/smoke.sh          # the same launch path on a CPU machine (tiny model, 2 ranks)
 # Every setting of _common.sh can be overridden (MODEL, GPUS_PER_NODE, NUM_NODES, VLLM_MEM, ...); SAVE_PATH default
@@ -90,7 +91,7 @@ MEM_PID="" MEM_LEGS=()
 mem_start() {  # LEG: sample into SAVE_PATH/gpu_memory_LEG.csv until mem_stop
   [[ "$DRY_RUN" != "1" && -z "$(mem_unavailable)" ]] || return 0
   mkdir -p "$SAVE_PATH"
-  nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader,nounits -l 1 \
+  nvidia-smi --query-gpu=timestamp,index,memory.used,memory.total --format=csv,noheader,nounits -l 1 \
     > "$SAVE_PATH/gpu_memory_$1.csv" 2>> "$SAVE_PATH/gpu_memory.err" &
   MEM_PID=$!
   MEM_LEGS+=("$1=$SAVE_PATH/gpu_memory_$1.csv")
@@ -177,6 +178,9 @@ if [[ -n "$why" ]]; then
 else
   mem_args=()
   for m in "${MEM_LEGS[@]}"; do mem_args+=(--memory "$m"); done
+  for run in "$SAVE_PATH" "$SAVE_PATH/webshop"; do  # their metrics.jsonl hold each iteration's phase windows
+    [[ ! -f "$run/metrics.jsonl" ]] || mem_args+=(--phases "$run")
+  done
   "$PY" "$HERE/smoke_check.py" "${mem_args[@]}" || echo "memory sampling: no summary (smoke_check.py failed)"
 fi
 total="$(grep -c '^\[\(PASS\|FAIL\)\]' "$SUMMARY" || true)"

@@ -2,14 +2,16 @@
 
     python examples/gpu/smoke_check.py SAVE_PATH [--iterations 2] [--max-logprob-gap 0.1] [--mini-batch-steps N]
         [--label LEG] [--resumed-from K --before METRICS_BEFORE_RESUME]
-    python examples/gpu/smoke_check.py --memory LEG=CSV [--memory LEG=CSV ...]
+    python examples/gpu/smoke_check.py --memory LEG=CSV [--memory LEG=CSV ...] [--phases RUN_DIR ...]
 
 Reads ``SAVE_PATH/metrics.jsonl`` (one line per iteration), the checkpoints under ``SAVE_PATH/ckpt`` and, after a
 rehearsal, ``SAVE_PATH/rehearsal.json``. Prints one PASS/FAIL line per check and exits 1 if any failed.
 ``--resumed-from K``: the run was resumed (``RESUME=1``) from its checkpoint after iteration K; ``--before`` is a copy
 of its ``metrics.jsonl`` taken before the resume, whose records must come through unchanged. ``--memory``: the peak
-memory per GPU of each leg's ``nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader,nounits``
-samples, and over all legs (information, no check).
+memory per GPU of each leg's ``nvidia-smi --query-gpu=timestamp,index,memory.used,memory.total
+--format=csv,noheader,nounits`` samples, and over all legs; with ``--phases RUN_DIR``, also per iteration phase
+(rollout, experience, training, sync, other), from the phase windows the trainer writes into each metrics.jsonl record
+(information, no check).
 """
 from __future__ import annotations
 
@@ -30,15 +32,30 @@ def load_metrics(save_path: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def command_option(save_path: str, option: str) -> str | None:
-    """The last value of ``option`` in ``SAVE_PATH/command.sh`` (written by the launch scripts), if any."""
+def command_option(save_path: str, *options: str) -> str | None:
+    """The last value given to any of ``options`` in ``SAVE_PATH/command.sh`` (written by the launch scripts), if any:
+    the spellings of one option (``--run.mini_batch_steps`` and its deprecated ``--gaca.mini_batch_steps``) count as
+    one, the last occurrence of either winning, as in train_ppo's parser; ``--opt value`` and ``--opt=value``."""
     path = os.path.join(save_path, "command.sh")
     if not os.path.exists(path):
         return None
     with open(path) as f:
         argv = shlex.split(f.read())
-    values = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == option]
+    values = []
+    for i, a in enumerate(argv):
+        name, eq, value = a.partition("=")
+        if name not in options:
+            continue
+        if eq:
+            values.append(value)
+        elif i + 1 < len(argv):
+            values.append(argv[i + 1])
     return values[-1] if values else None
+
+
+#: the spellings of the mini-batch option in a launch command: its name, and the deprecated one it had before the
+#: trainer's options moved to --run.* (gaca_openrlhf/trainer/run_options.py)
+MINI_BATCH_OPTIONS = ("--run.mini_batch_steps", "--gaca.mini_batch_steps")
 
 
 def resume_checks(save_path: str, iterations: int, resumed_from: int, before: list[dict]) -> list[tuple[bool, str]]:
@@ -109,24 +126,103 @@ def checks(save_path: str, iterations: int, max_gap: float, mini_batch_steps: in
     return out
 
 
-def read_memory_csv(path: str) -> dict[int, tuple[int, int | None]]:
-    """GPU index -> (peak MiB used, MiB total) of nvidia-smi's ``index, memory.used[, memory.total]`` lines; lines
-    that are not numbers (an error message, ``[N/A]``) are skipped."""
-    peaks: dict[int, tuple[int, int | None]] = {}
+def read_memory_samples(path: str) -> list[tuple[float | None, int, int, int | None]]:
+    """(Unix time or None, GPU index, MiB used, MiB total or None) of each nvidia-smi line
+    ``[timestamp, ]index, memory.used[, memory.total]`` (smoke.sh queries the timestamp first: nvidia-smi's
+    ``YYYY/MM/DD HH:MM:SS.mmm``, the node's local time); lines that are not numbers (an error message, ``[N/A]``)
+    are skipped."""
+    samples = []
     if not os.path.exists(path):
-        return peaks
+        return samples
     with open(path) as f:
         for line in f:
+            parts = [x.strip() for x in line.split(",")]
+            t = _nvidia_smi_time(parts[0]) if parts and "/" in parts[0] else None
+            if t is not None:
+                parts = parts[1:]
             try:
-                fields = [int(float(x)) for x in line.split(",")]
+                fields = [int(float(x)) for x in parts]
             except ValueError:
                 continue
             if len(fields) < 2:
                 continue
-            gpu, used, total = fields[0], fields[1], fields[2] if len(fields) > 2 else None
-            peak = peaks.get(gpu, (0, None))[0]
-            peaks[gpu] = (max(peak, used), total)
+            samples.append((t, fields[0], fields[1], fields[2] if len(fields) > 2 else None))
+    return samples
+
+
+def _nvidia_smi_time(text: str) -> float | None:
+    """Unix seconds of nvidia-smi's ``timestamp`` field (local time), None if it is not one."""
+    import datetime
+
+    for fmt in ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S"):
+        try:
+            return datetime.datetime.strptime(text, fmt).timestamp()
+        except ValueError:
+            continue
+    return None
+
+
+def read_memory_csv(path: str) -> dict[int, tuple[int, int | None]]:
+    """GPU index -> (peak MiB used, MiB total) of the samples in ``path`` (:func:`read_memory_samples`)."""
+    peaks: dict[int, tuple[int, int | None]] = {}
+    for _, gpu, used, total in read_memory_samples(path):
+        peaks[gpu] = (max(peaks.get(gpu, (0, None))[0], used), total)
     return peaks
+
+
+#: the phases of an iteration whose wall-clock windows the trainer writes into each metrics.jsonl record as
+#: ``timing/unix_<phase>_start`` / ``_end`` (gaca_openrlhf/trainer/metrics.py, PHASES; a test keeps them equal)
+PHASES = ("rollout", "experience", "training", "sync")
+OTHER_PHASE = "other"  # start-up, model loads, checkpoint saves, evaluation: no iteration phase
+
+
+def phase_windows(records: list[dict]) -> list[tuple[float, float, str]]:
+    """(start, end, phase) of every phase window in ``records`` (metrics.jsonl lines), in time order."""
+    out = []
+    for r in records:
+        for phase in PHASES:
+            start, end = r.get(f"timing/unix_{phase}_start"), r.get(f"timing/unix_{phase}_end")
+            if isinstance(start, (int, float)) and isinstance(end, (int, float)) and end >= start:
+                out.append((float(start), float(end), phase))
+    return sorted(out)
+
+
+def phase_peaks(samples: list[tuple[float | None, int, int, int | None]],
+                windows: list[tuple[float, float, str]]) -> dict[str, dict[int, int]]:
+    """Phase -> GPU -> peak MiB used among the timed ``samples`` inside that phase's windows (those in none:
+    :data:`OTHER_PHASE`); samples without a time are left out."""
+    import bisect
+
+    starts = [w[0] for w in windows]
+    peaks: dict[str, dict[int, int]] = {}
+    for t, gpu, used, _ in samples:
+        if t is None:
+            continue
+        i = bisect.bisect_right(starts, t) - 1
+        # a sample on the boundary of two windows belongs to the later one; overlapping windows do not occur
+        phase = windows[i][2] if i >= 0 and t <= windows[i][1] else OTHER_PHASE
+        by_gpu = peaks.setdefault(phase, {})
+        by_gpu[gpu] = max(by_gpu.get(gpu, 0), used)
+    return peaks
+
+
+def phase_summary(samples, records: list[dict]) -> list[str]:
+    """The per-phase table of :func:`phase_peaks` (rows in iteration order, then ``other``), or one line saying why
+    there is none."""
+    windows = phase_windows(records)
+    if not windows:
+        return ["memory per phase: n/a (no phase windows in metrics.jsonl: a trainer older than this script)"]
+    peaks = phase_peaks(samples, windows)
+    if not peaks:
+        return ["memory per phase: n/a (no timed nvidia-smi samples)"]
+    gpus = sorted({g for by_gpu in peaks.values() for g in by_gpu})
+    rows = [p for p in (*PHASES, OTHER_PHASE) if p in peaks]
+    width = max(len(p) for p in rows + ["phase"])
+    lines = ["memory per phase: peak MiB used per GPU (nvidia-smi samples inside each phase's windows)",
+             f"  {'phase':<{width}} " + " ".join(f"{'GPU' + str(g):>7}" for g in gpus)]
+    for p in rows:
+        lines.append(f"  {p:<{width}} " + " ".join(f"{peaks[p].get(g, '-'):>7}" for g in gpus))
+    return lines
 
 
 def memory_summary(legs: list[tuple[str, str]]) -> list[str]:
@@ -157,23 +253,30 @@ def main(argv=None) -> int:
     p.add_argument("--iterations", type=int, default=2)
     p.add_argument("--max-logprob-gap", type=float, default=0.1)
     p.add_argument("--mini-batch-steps", type=int, default=0,
-                   help="default: --gaca.mini_batch_steps of SAVE_PATH/command.sh (0: skip that check)")
+                   help="default: --run.mini_batch_steps (or its old name --gaca.mini_batch_steps) of "
+                        "SAVE_PATH/command.sh (0: skip that check)")
     p.add_argument("--label", default="", help="prefix of each line (smoke.sh: the leg); no SMOKE line at the end")
     p.add_argument("--resumed-from", type=int, default=0, help="the run was resumed after this iteration")
     p.add_argument("--before", default=None, help="with --resumed-from: metrics.jsonl as it was before the resume")
     p.add_argument("--memory", action="append", default=[], metavar="LEG=CSV",
                    help="print the peak memory per GPU of each leg's nvidia-smi samples (no checks)")
+    p.add_argument("--phases", action="append", default=[], metavar="RUN_DIR",
+                   help="with --memory: also the peaks per iteration phase, from the phase windows of each "
+                        "RUN_DIR/metrics.jsonl")
     a = p.parse_args(argv)
     if a.memory:
         legs = [tuple(m.split("=", 1)) if "=" in m else (os.path.basename(m), m) for m in a.memory]
         print("\n".join(memory_summary(legs)))
+        if a.phases:
+            samples = [s for _, path in legs for s in read_memory_samples(path)]
+            print("\n".join(phase_summary(samples, [r for run in a.phases for r in load_metrics(run)])))
         return 0
     if not a.save_path:
         p.error("SAVE_PATH is required (or --memory)")
     if a.resumed_from and not a.before:
         p.error("--resumed-from needs --before (metrics.jsonl as it was before the resume)")
     if not a.mini_batch_steps:
-        a.mini_batch_steps = int(command_option(a.save_path, "--gaca.mini_batch_steps") or 0)
+        a.mini_batch_steps = int(command_option(a.save_path, *MINI_BATCH_OPTIONS) or 0)
     before = []
     if a.before and os.path.exists(a.before):
         with open(a.before) as f:

@@ -203,7 +203,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         self._last_gap = {"timing/sync_only": sync_seconds}
         if self._probe:
             self._last_gap.update(self.probe_logprob_gap(self._probe))
-        self._windows["sync"] = (t0, time.time())
+        self._windows["sync"] = (t0, t0 + sync_seconds + self._last_gap.get("timing/sync_probe", 0.0))
 
     @torch.no_grad()
     def probe_logprob_gap(self, prompts) -> dict:

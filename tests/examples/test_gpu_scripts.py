@@ -90,7 +90,7 @@ def test_train_script_parses_with_paper_defaults(method, env_name):
     assert args.actor.adam.lr == 1e-6 and args.actor.eps_clip == 0.2 and args.actor.entropy_coef == 0.001
     assert args.algo.kl.use_loss and args.algo.kl.init_coef == 0.01 and args.algo.kl.estimator == "k3"
     assert args.gaca.gamma == 0.95 and args.gaca.invalid_penalty == 0.1 and args.env.history_k == 2
-    assert args.rollout.temperature == 1.0 and args.gaca.max_iterations == 150
+    assert args.rollout.temperature == 1.0 and args.run.max_iterations == 150
     assert args.rollout.max_new_tokens == 512
     assert args.actor.num_gpus_per_node == 8 and args.vllm.num_engines == 8
     assert args.ckpt.output_dir == "/tmp/out_x" and args.data.prompt_dataset == "/tmp/out_x/tasks.jsonl"
@@ -182,7 +182,7 @@ def test_webshop_training_micro_batch_fits_the_mini_batch_on_8_gpus(micro):
     """MICRO_BATCH >= 16 on 8 ranks used to give DeepSpeed 64 / (16 x 8) = 0 accumulation steps (start-up error)."""
     args = parse_args(module_args(dry_run("train_gaca_webshop.sh", MICRO_BATCH=str(micro))[0],
                                   "gaca_openrlhf.cli.train_ppo"))
-    assert args.gaca.mini_batch_steps == 64 and args.train.batch_size == 64
+    assert args.run.mini_batch_steps == 64 and args.train.batch_size == 64
     assert 64 % (args.train.micro_batch_size * 8) == 0
     assert args.train.micro_batch_size == min(micro, 8)
     assert args.rollout.micro_batch_size == micro  # log-prob passes keep the requested micro batch
@@ -191,15 +191,15 @@ def test_webshop_training_micro_batch_fits_the_mini_batch_on_8_gpus(micro):
 def test_rehearsal_dry_run_takes_the_gpu_launch_path_with_small_overridable_sizes():
     cmds = dry_run("train_gaca_alfworld.sh", REHEARSAL="1", N_GPUS="2", SAVE_PATH="/tmp/reh", ALFWORLD_DATA="")
     args = parse_args(module_args(cmds[0], "gaca_openrlhf.cli.train_ppo"))
-    assert args.gaca.backend == "rehearsal"
+    assert args.run.backend == "rehearsal"
     # the node's launch features stay on
     assert args.train.colocate_all and args.vllm.enable_sleep and args.ds.enable_sleep and args.ds.zero_stage == 3
     assert args.algo.kl.use_loss and args.algo.kl.init_coef == 0.01 and args.actor.entropy_coef == 0.001
     assert args.actor.num_gpus_per_node == 2 and args.ref.num_gpus_per_node == 2 and args.vllm.num_engines == 2
     assert args.actor.gradient_checkpointing_enable
     # sizes for 2 cores
-    assert (args.rollout.batch_size, args.rollout.n_samples_per_prompt, args.gaca.max_iterations) == (2, 2, 2)
-    assert args.env.max_steps == 3 and args.rollout.max_new_tokens == 32 and args.gaca.mini_batch_steps == 4
+    assert (args.rollout.batch_size, args.rollout.n_samples_per_prompt, args.run.max_iterations) == (2, 2, 2)
+    assert args.env.max_steps == 3 and args.rollout.max_new_tokens == 32 and args.run.mini_batch_steps == 4
     assert args.vllm.gpu_memory_utilization == 0.1 and args.vllm.enforce_eager
     assert json.loads(args.env.kwargs)["data_dir"].endswith("alfworld_rehearsal_games")
     # each size stays overridable by the variables the scripts read
@@ -213,22 +213,22 @@ def test_rehearsal_dry_run_takes_the_gpu_launch_path_with_small_overridable_size
                          env={**os.environ, "REHEARSAL": "1", "DRY_RUN": "1"}, capture_output=True, text=True)
     assert out.stdout.strip() == "rehearsal"
     args = parse_args(module_args(dry_run("train_gaca_webshop.sh", REHEARSAL="1")[0], "gaca_openrlhf.cli.train_ppo"))
-    assert args.gaca.backend == "rehearsal" and args.env.max_steps == 3
+    assert args.run.backend == "rehearsal" and args.env.max_steps == 3
 
 
 def test_without_rehearsal_nothing_changes():
     args = parse_args(module_args(dry_run("train_gaca_alfworld.sh")[0], "gaca_openrlhf.cli.train_ppo"))
-    assert args.gaca.backend == "gpu" and not args.vllm.enforce_eager and args.vllm.gpu_memory_utilization == 0.6
+    assert args.run.backend == "gpu" and not args.vllm.enforce_eager and args.vllm.gpu_memory_utilization == 0.6
 
 
 def test_smoke_script_dry_run(tmp_path):
     cmds = dry_run("smoke.sh", SAVE_PATH=str(tmp_path / "smoke_x"))
     assert len(cmds) == 3  # ALFWORLD_DATA given: no games generated; the alfworld, resume and webshop legs
     args = parse_args(module_args(cmds[0], "gaca_openrlhf.cli.train_ppo"))
-    assert args.actor.model_name_or_path == "Qwen/Qwen2.5-0.5B-Instruct" and args.gaca.max_iterations == 2
+    assert args.actor.model_name_or_path == "Qwen/Qwen2.5-0.5B-Instruct" and args.run.max_iterations == 2
     assert args.train.colocate_all and args.ds.zero_stage == 3 and args.algo.kl.use_loss
     assert args.rollout.batch_size == 8 and args.env.max_steps == 5 and args.ckpt.save_steps == 1
-    assert args.gaca.mini_batch_steps == args.train.micro_batch_size * 8
+    assert args.run.mini_batch_steps == args.train.micro_batch_size * 8
 
 
 def test_readme_marks_scripts_untested_on_gpu():
@@ -241,7 +241,7 @@ def test_readme_marks_scripts_untested_on_gpu():
 def test_smoke_generates_enough_games_for_2_iterations_on_every_gpu_count(tmp_path):
     """Finding 1: TASKS_PER_ITER = N_GPUS with 8 generated games and --train.num_episodes 1 ran 1 iteration on 8 GPUs
     (iteration 2 found the task file used up). Iterations the run can make = episodes x full batches of the task file,
-    capped by --gaca.max_iterations; every generated game is one task."""
+    capped by --run.max_iterations; every generated game is one task."""
     for n in range(1, 9):
         cache = tmp_path / f"cache{n}"
         cmds = dry_run("smoke.sh", N_GPUS=str(n), ALFWORLD_DATA="", GACA_CACHE=str(cache),
@@ -254,7 +254,7 @@ def test_smoke_generates_enough_games_for_2_iterations_on_every_gpu_count(tmp_pa
         assert games_dir == str(cache / f"alfworld_smoke_games_{games}")  # never an older, smaller cached set
         tasks_per_iter = args.rollout.batch_size
         assert tasks_per_iter == n
-        iterations = min(args.gaca.max_iterations, args.train.num_episodes * (games // tasks_per_iter))
+        iterations = min(args.run.max_iterations, args.train.num_episodes * (games // tasks_per_iter))
         assert iterations == 2, (n, games, tasks_per_iter, args.train.num_episodes)
 
 
@@ -347,32 +347,32 @@ def test_smoke_run_starts_from_an_empty_folder_and_regenerates_tasks(tmp_path):
     assert [(option(c, "--label"), option(c, "--iterations"), option(c, "--max-logprob-gap")) for c in check] == [
         ("alfworld", "2", "0.1"), ("resume", "3", "0.1")]
     argv = shlex.split(open(os.path.join(save, "command.sh")).read())
-    assert option(argv, "--gaca.max_logprob_gap") == "0.1" and option(argv, "--gaca.backend") == "gpu"
+    assert option(argv, "--run.max_logprob_gap") == "0.1" and option(argv, "--run.backend") == "gpu"
 
 
 @pytest.mark.parametrize("script", [f"train_{m}_{e}.sh" for m in METHODS for e in ENVS])
 def test_long_runs_tolerate_a_noisy_sync_probe(script):
     """Finding 3: the long recipes stop only on a grossly broken weight sync (0.5); smoke and rehearsal keep 0.1."""
     (args,) = train_cmds(dry_run(script, SAVE_PATH="/tmp/out_x"))
-    assert args.gaca.max_logprob_gap == 0.5
+    assert args.run.max_logprob_gap == 0.5
     (args,) = train_cmds(dry_run(script, SAVE_PATH="/tmp/out_x", MAX_LOGPROB_GAP="0.3"))
-    assert args.gaca.max_logprob_gap == 0.3
+    assert args.run.max_logprob_gap == 0.3
 
 
 def test_sync_gap_limits_of_the_other_scripts(tmp_path):
-    assert {a.gaca.max_logprob_gap for a in train_cmds(dry_run("run_comparison.sh", OUT_ROOT="/tmp/cmp"))} == {0.5}
-    assert {a.gaca.max_logprob_gap for a in train_cmds(dry_run("ablations_alfworld.sh", EVAL_SEEDS="0"))} == {0.5}
-    assert {a.gaca.max_logprob_gap for a in train_cmds(dry_run("smoke.sh", SAVE_PATH=str(tmp_path / "s")))} == {0.1}
-    assert {a.gaca.max_logprob_gap for a in train_cmds(dry_run("smoke.sh", SAVE_PATH=str(tmp_path / "s"),
+    assert {a.run.max_logprob_gap for a in train_cmds(dry_run("run_comparison.sh", OUT_ROOT="/tmp/cmp"))} == {0.5}
+    assert {a.run.max_logprob_gap for a in train_cmds(dry_run("ablations_alfworld.sh", EVAL_SEEDS="0"))} == {0.5}
+    assert {a.run.max_logprob_gap for a in train_cmds(dry_run("smoke.sh", SAVE_PATH=str(tmp_path / "s")))} == {0.1}
+    assert {a.run.max_logprob_gap for a in train_cmds(dry_run("smoke.sh", SAVE_PATH=str(tmp_path / "s"),
                                                                 REHEARSAL="1"))} == {0.1}
     (args,) = train_cmds(dry_run("train_gaca_alfworld.sh", REHEARSAL="1", SAVE_PATH="/tmp/reh"))
-    assert args.gaca.max_logprob_gap == 0.1
+    assert args.run.max_logprob_gap == 0.1
     text = open(os.path.join(GPU, "README.md")).read()
     assert "Weight-sync check" in text and "0.5 for the long recipes" in text
 
 
 def test_gpu_backend_forced_outside_the_rehearsal():
-    """Finding 4: GACA_BACKEND=gpu (and --gaca.backend gpu), whatever the caller's shell says; rehearsal unchanged."""
+    """Finding 4: GACA_BACKEND=gpu (and --run.backend gpu), whatever the caller's shell says; rehearsal unchanged."""
     for given in (None, "cpu", "auto"):
         env = {} if given is None else {"GACA_BACKEND": given}
         res = source_common("echo $GACA_BACKEND; env | grep ^GACA_BACKEND=", **env)
@@ -380,7 +380,7 @@ def test_gpu_backend_forced_outside_the_rehearsal():
     res = source_common("echo $GACA_BACKEND", REHEARSAL="1")
     assert res.stdout.strip() == "rehearsal"
     for script in ("train_gaca_alfworld.sh", "train_grpo_webshop.sh", "smoke.sh"):
-        assert {a.gaca.backend for a in train_cmds(dry_run(script, SAVE_PATH="/tmp/out_backend"))} == {"gpu"}
+        assert {a.run.backend for a in train_cmds(dry_run(script, SAVE_PATH="/tmp/out_backend"))} == {"gpu"}
 
 
 @pytest.mark.parametrize("gpus,torch_ok,n_gpus,error", [
@@ -462,62 +462,103 @@ def test_7b_webshop_defaults_to_micro_batch_2_and_one_engine_per_gpu():
     assert args.rollout.micro_batch_size == 4  # 1.5B keeps 4
 
 
-# ---- packed token-budget micro-batches by default, chunked log-probs on request (issue 27, docs/packing.md) ----
+# ---- packed token-budget micro-batches and chunked log-probs by default (issue 27, docs/packing.md) ----
 
 def run_option(args, name):
-    """A step-trainer option: ``args.run.<name>`` (its home since the --run.* namespace), else ``args.gaca.<name>``."""
-    run = getattr(args, "run", None)
-    return getattr(run, name) if run is not None and hasattr(run, name) else getattr(args.gaca, name)
+    """A step-trainer option (``--run.<name>``, read as ``args.run.<name>``)."""
+    return getattr(args.run, name)
+
+
+MODELS = {"1.5b": "Qwen/Qwen2.5-1.5B-Instruct", "7b": "Qwen/Qwen2.5-7B-Instruct"}
 
 
 @pytest.mark.parametrize("env_name", ENVS)
 @pytest.mark.parametrize("model", ["1.5b", "7b"])
 def test_packed_token_budget_micro_batches_by_default(env_name, model):
-    """The scripts run packed token-budget micro-batches by default, with the memory plan's budget for each recipe,
-    and full logits (chunked log-probs are refused with ZeRO-3 on several GPUs)."""
+    """The scripts run packed token-budget micro-batches with chunked log-probs by default: the memory plan's chunk
+    (RECIPE_LOGITS_CHUNK, 4096) and the budget it allows each recipe (RECIPE_TOKEN_BUDGET, 32768), passed under
+    their --run.* names."""
     from gaca_openrlhf import memory_plan as mp
 
-    name = {"1.5b": "Qwen/Qwen2.5-1.5B-Instruct", "7b": "Qwen/Qwen2.5-7B-Instruct"}[model]
     for method in METHODS:
-        (args,) = train_cmds(dry_run(f"train_{method}_{env_name}.sh", SAVE_PATH="/tmp/out_p", MODEL=name,
-                                     WEBSHOP_URL="http://127.0.0.1:3000"))
+        (cmd,) = dry_run(f"train_{method}_{env_name}.sh", SAVE_PATH="/tmp/out_p", MODEL=MODELS[model],
+                         WEBSHOP_URL="http://127.0.0.1:3000")
+        args = parse_args(module_args(cmd, "gaca_openrlhf.cli.train_ppo"))
         assert args.ds.packing_samples and args.train.dynamic_batch_enable
         budget = mp.RECIPE_TOKEN_BUDGET[(model, env_name)]
-        assert args.train.max_tokens_per_gpu == args.rollout.max_tokens_per_gpu == budget
-        assert run_option(args, "logprob_chunk_size") == mp.RECIPE_LOGITS_CHUNK == 0
+        assert args.train.max_tokens_per_gpu == args.rollout.max_tokens_per_gpu == budget == 32768
+        assert run_option(args, "logprob_chunk_size") == mp.RECIPE_LOGITS_CHUNK == 4096 < budget
+        assert option(cmd, "--run.logprob_chunk_size") == "4096" and args.ds.zero_stage == 3
         assert run_option(args, "mini_batch_steps") == mp.ENV_DEFAULTS[env_name]["mini_batch_steps"]
         assert args.ds.attn_implementation == "sdpa"  # this machine has no flash-attn (on the node: flash_attention_2)
 
 
+def test_scripts_pass_no_deprecated_option_names():
+    """The trainer's options moved from --gaca.* to --run.* (gaca_openrlhf/trainer/run_options.py): the scripts
+    pass the new names only (the old ones still work, with a FutureWarning), in every command and every comment."""
+    from gaca_openrlhf.trainer.run_options import deprecated_flags
+
+    old = deprecated_flags()
+    env = dict(SAVE_PATH="/tmp/out_names", WEBSHOP_URL="http://127.0.0.1:3000")
+    for script in [f"train_{m}_{e}.sh" for m in METHODS for e in ENVS]:
+        for rehearsal in ("0", "1"):
+            (cmd,) = dry_run(script, REHEARSAL=rehearsal, **env)
+            assert not [a for a in cmd if a.split("=", 1)[0] in old], (script, rehearsal)
+    for name in sorted(os.listdir(GPU)):  # smoke_check.py reads both names of the mini-batch option, by design
+        if name.endswith((".sh", ".md")):
+            with open(os.path.join(GPU, name)) as f:
+                text = f.read()
+            assert not [o for o in old if o in text], name
+
+
 def test_packing_budget_and_chunking_switches():
+    from gaca_openrlhf import memory_plan as mp
+
     env = dict(SAVE_PATH="/tmp/out_p", WEBSHOP_URL="http://127.0.0.1:3000")
-    for script in ("train_gaca_alfworld.sh", "train_grpo_webshop.sh"):
-        (off,) = train_cmds(dry_run(script, PACKING="0", **env))  # padded fixed micro-batches, as before issue 27
+    for script, env_name in (("train_gaca_alfworld.sh", "alfworld"), ("train_grpo_webshop.sh", "webshop")):
+        (off,) = train_cmds(dry_run(script, PACKING="0", **env))  # padded fixed micro-batches, chunked log-probs
         assert not off.ds.packing_samples and not off.train.dynamic_batch_enable
-        assert run_option(off, "logprob_chunk_size") == 0
+        assert run_option(off, "logprob_chunk_size") == 4096
+        (plain,) = train_cmds(dry_run(script, PACKING="0", LOGPROB_CHUNK="0", **env))  # as before issue 27
+        assert not plain.ds.packing_samples and run_option(plain, "logprob_chunk_size") == 0
         (packed,) = train_cmds(dry_run(script, TOKEN_BUDGET="0", **env))  # packed micro-batches of MICRO_BATCH
         assert packed.ds.packing_samples and not packed.train.dynamic_batch_enable
-        (own,) = train_cmds(dry_run(script, TOKEN_BUDGET="12288", MODEL="Qwen/Qwen2.5-7B-Instruct", **env))
+        (own,) = train_cmds(dry_run(script, TOKEN_BUDGET="12288", MODEL=MODELS["7b"], **env))
         assert own.train.max_tokens_per_gpu == own.rollout.max_tokens_per_gpu == 12288  # an explicit choice wins
-        # chunked log-probs: refused with ZeRO-3 on several GPUs (the chunked head desynchronises the ranks' gathers)
-        res = run_script(script, LOGPROB_CHUNK="1024", **env)
-        assert res.returncode == 2 and "ZeRO-3 on 8 GPUs" in res.stderr and "LOGPROB_CHUNK=0" in res.stderr
-        (z2,) = train_cmds(dry_run(script, LOGPROB_CHUNK="1024", ZERO_STAGE="2", **env))
-        assert run_option(z2, "logprob_chunk_size") == 1024 and z2.ds.zero_stage == 2
-        (one,) = train_cmds(dry_run(script, LOGPROB_CHUNK="1024", GPUS_PER_NODE="1", **env))
-        assert run_option(one, "logprob_chunk_size") == 1024 and one.ds.zero_stage == 3
+        # LOGPROB_CHUNK=0: full logits, and the budget the plan gives full logits (32768 would not fit them)
+        for model in ("1.5b", "7b"):
+            (cmd,) = dry_run(script, LOGPROB_CHUNK="0", MODEL=MODELS[model], **env)
+            (full,) = train_cmds([cmd])
+            assert "--run.logprob_chunk_size" not in cmd and run_option(full, "logprob_chunk_size") == 0
+            assert full.train.max_tokens_per_gpu == full.rollout.max_tokens_per_gpu == \
+                mp.RECIPE_TOKEN_BUDGET_FULL_LOGITS[(model, env_name)]
+        (full_own,) = train_cmds(dry_run(script, LOGPROB_CHUNK="0", TOKEN_BUDGET="8192", **env))
+        assert full_own.train.max_tokens_per_gpu == 8192
+        # another chunk size, with ZeRO-3 on several GPUs (no longer refused: every rank makes the same number of
+        # chunks, trainer/chunked_actor.py agreed_num_chunks), on two nodes, with ZeRO-2, on one GPU
+        for extra in ({}, {"NUM_NODES": "2"}, {"ZERO_STAGE": "2"}, {"GPUS_PER_NODE": "1"}):
+            res = run_script(script, LOGPROB_CHUNK="1024", **extra, **env)
+            assert res.returncode == 0, (extra, res.stderr)
+            (args,) = train_cmds(dry_run(script, LOGPROB_CHUNK="1024", **extra, **env))
+            assert run_option(args, "logprob_chunk_size") == 1024
+            assert args.ds.zero_stage == int(extra.get("ZERO_STAGE", 3)) and args.train.max_tokens_per_gpu == 32768
 
 
 def test_rehearsal_packs_with_a_budget_for_its_sizes():
     """REHEARSAL=1 rehearses the node's path: packed micro-batches, a token budget scaled to its <= 1056-token
-    samples, full logits."""
+    samples, and chunked log-probs in chunks (256) smaller than the budget, so that several chunks are made."""
     for script, budget in (("train_gaca_alfworld.sh", 1024), ("train_gaca_webshop.sh", 2048)):
-        (args,) = train_cmds(dry_run(script, REHEARSAL="1", SAVE_PATH="/tmp/reh_p"))
-        assert args.ds.packing_samples and args.train.dynamic_batch_enable
+        (cmd,) = dry_run(script, REHEARSAL="1", SAVE_PATH="/tmp/reh_p")
+        (args,) = train_cmds([cmd])
+        assert args.ds.packing_samples and args.train.dynamic_batch_enable and args.ds.zero_stage == 3
         assert args.train.max_tokens_per_gpu == args.rollout.max_tokens_per_gpu == budget
-        assert run_option(args, "logprob_chunk_size") == 0
+        assert run_option(args, "logprob_chunk_size") == 256 < budget
+        assert option(cmd, "--run.logprob_chunk_size") == "256"  # what the run's command.sh shows
         (args,) = train_cmds(dry_run(script, REHEARSAL="1", SAVE_PATH="/tmp/reh_p", PACKING="0"))
         assert not args.ds.packing_samples and not args.train.dynamic_batch_enable
+        (args,) = train_cmds(dry_run(script, REHEARSAL="1", SAVE_PATH="/tmp/reh_p", LOGPROB_CHUNK="0"))
+        assert run_option(args, "logprob_chunk_size") == 0 and args.train.max_tokens_per_gpu == budget
+
 
 # ---- many-nodes review (NUM_NODES / GPUS_PER_NODE, WebShop address, failed-episode limit, start-up preflight) ----
 
@@ -559,7 +600,7 @@ def test_two_nodes(script):
     assert (args.ref.num_nodes, args.ref.num_gpus_per_node) == (2, 8)
     assert args.vllm.num_engines == 16 and args.vllm.tensor_parallel_size == 1
     # data-parallel sizes over all 16 ranks: the mini-batch splits into equal micro batches on every rank
-    assert args.gaca.mini_batch_steps % (args.train.micro_batch_size * 16) == 0
+    assert args.run.mini_batch_steps % (args.train.micro_batch_size * 16) == 0
     (args,) = train_cmds(dry_run(script, SAVE_PATH="/tmp/out_2n", NUM_NODES="2", GPUS_PER_NODE="8", VLLM_TP="2",
                                  WEBSHOP_ADVERTISE_HOST="10.0.0.5"))
     assert args.vllm.num_engines == 8 and args.vllm.tensor_parallel_size == 2
@@ -599,7 +640,7 @@ def test_smoke_on_two_nodes_scales_with_all_gpus(tmp_path):
     args = train_cmds(cmds)[0]
     assert (args.actor.num_nodes, args.actor.num_gpus_per_node, args.vllm.num_engines) == (2, 4, 8)
     assert args.rollout.batch_size == 8 and int(option(gen, "--num-games")) == 24  # (2 + 1 resumed) x 8 tasks
-    assert args.gaca.mini_batch_steps == args.train.micro_batch_size * 8
+    assert args.run.mini_batch_steps == args.train.micro_batch_size * 8
 
 
 @pytest.mark.parametrize("gpus,error", [(8, None), (16, None), (4, "lists 4 GPU(s) on this node, GPUS_PER_NODE=8")])
@@ -620,7 +661,7 @@ def test_rehearsal_of_two_nodes_builds_the_two_node_command():
     assert res.returncode == 0, res.stderr
     (args,) = train_cmds([shlex.split(line) for line in res.stdout.splitlines() if line.strip()])
     assert (args.actor.num_nodes, args.actor.num_gpus_per_node, args.vllm.num_engines) == (2, 1, 2)
-    assert args.gaca.backend == "rehearsal" and "[dry-run] preflight:" in res.stderr
+    assert args.run.backend == "rehearsal" and "[dry-run] preflight:" in res.stderr
 
 
 def test_webshop_server_on_one_node_listens_on_localhost(tmp_path):
@@ -720,10 +761,10 @@ def test_smoke_resume_and_webshop_legs_dry_run(tmp_path):
     alf, resume, ws = train_cmds(dry_run("smoke.sh", SAVE_PATH=save))
     # resume: the same run folder, its checkpoint loaded, one more iteration, the same task file (data position)
     assert not alf.ckpt.load_enable and resume.ckpt.load_enable
-    assert (alf.gaca.max_iterations, resume.gaca.max_iterations) == (2, 3)
+    assert (alf.run.max_iterations, resume.run.max_iterations) == (2, 3)
     assert resume.ckpt.path == alf.ckpt.path == save + "/ckpt" and resume.data.prompt_dataset == alf.data.prompt_dataset
     # webshop: the GACA script at the smoke's sizes, 1 iteration, in its own folder
-    assert ws.env.name == "webshop" and ws.algo.advantage.estimator == "gaca" and ws.gaca.max_iterations == 1
+    assert ws.env.name == "webshop" and ws.algo.advantage.estimator == "gaca" and ws.run.max_iterations == 1
     assert ws.ckpt.output_dir == save + "/webshop" and ws.data.prompt_dataset == save + "/webshop/tasks.jsonl"
     assert (ws.rollout.batch_size, ws.rollout.n_samples_per_prompt, ws.env.max_steps) == (8, 4, 5)
     assert ws.actor.model_name_or_path == alf.actor.model_name_or_path == "Qwen/Qwen2.5-0.5B-Instruct"
@@ -743,7 +784,8 @@ FAKE_SMI_SAMPLER = r"""#!/usr/bin/env bash
 if [[ "$1" == -L ]]; then for i in 0 1 2 3 4 5 6 7; do echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)"; done; exit 0; fi
 echo $$ >> "$FAKE_SMI_PIDS"
 k=0
-while :; do k=$((k + 1)); for i in 0 1 2 3 4 5 6 7; do echo "$i, $((1000 * k + i)), 81559"; done; sleep 0.1; done
+while :; do k=$((k + 1)); t="$(date '+%Y/%m/%d %H:%M:%S.%3N')"
+  for i in 0 1 2 3 4 5 6 7; do echo "$t, $i, $((1000 * k + i)), 81559"; done; sleep 0.1; done
 """
 
 
@@ -764,13 +806,15 @@ def test_smoke_samples_gpu_memory_per_leg_and_stops_the_sampler(tmp_path):
     save = tmp_path / "smoke"
     for leg in ("alfworld", "resume"):
         rows = (save / f"gpu_memory_{leg}.csv").read_text().splitlines()
-        assert rows and {r.split(",")[0] for r in rows} == {str(i) for i in range(8)}
+        assert rows and {r.split(", ")[1] for r in rows} == {str(i) for i in range(8)}  # timestamp, index, ...
     pids = [int(p) for p in (tmp_path / "smi.pids").read_text().split()]
     assert len(pids) == 2  # one sampler per leg, each stopped when its leg ended
     assert not any(running(pid) for pid in pids)
     (mem,) = [shlex.split(c) for c in calls if "--memory" in c]
     assert [m for i, m in enumerate(mem) if mem[i - 1] == "--memory"] == [
         f"alfworld={save}/gpu_memory_alfworld.csv", f"resume={save}/gpu_memory_resume.csv"]
+    if (save / "metrics.jsonl").exists():  # the runs' phase windows for the per-phase table
+        assert [m for i, m in enumerate(mem) if mem[i - 1] == "--phases"] == [str(save)]
     # the summary: one line per check of every leg, then the verdict
     assert "[PASS] alfworld: training finished" in res.stdout and "[PASS] resume: training finished" in res.stdout
     assert res.stdout.rstrip().endswith("SMOKE PASS: 2/2 checks")

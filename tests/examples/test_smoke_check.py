@@ -57,9 +57,38 @@ def test_each_fault_fails_its_check(tmp_path, fault, expect):
 def test_mini_batch_read_from_the_launch_command(tmp_path):
     run = make_run(tmp_path / "r", [GOOD[0], {**GOOD[1], "train/optimizer_steps": 1}])
     with open(os.path.join(run, "command.sh"), "w") as f:
-        f.write("python -m gaca_openrlhf.cli.train_ppo --gaca.mini_batch_steps 256 --gaca.mini_batch_steps 4")
-    assert smoke_check.command_option(run, "--gaca.mini_batch_steps") == "4"  # later options win
+        f.write("python -m gaca_openrlhf.cli.train_ppo --run.mini_batch_steps 256 --run.mini_batch_steps 4")
+    assert smoke_check.command_option(run, "--run.mini_batch_steps") == "4"  # later options win
     assert smoke_check.main([run]) == 1  # 1 step for 12 samples / 4 is caught without --mini-batch-steps
+
+
+@pytest.mark.parametrize("command, want", [
+    ("--gaca.mini_batch_steps 4", "4"),                               # the old spelling alone (runs launched before)
+    ("--run.mini_batch_steps 4", "4"),                                # the new one alone
+    ("--gaca.mini_batch_steps 256 --run.mini_batch_steps 4", "4"),    # the last occurrence wins across both
+    ("--run.mini_batch_steps 256 --gaca.mini_batch_steps 4", "4"),
+    ("--run.mini_batch_steps=256 --gaca.mini_batch_steps=4", "4"),    # --opt=value, as argparse takes it
+    ("--gaca.mini_batch_steps 4 --run.mini_batch_steps 256", "256"),
+    ("--gaca.mode mean_norm", None),                                  # neither: the check is skipped (0)
+])
+def test_mini_batch_either_spelling_last_wins(tmp_path, command, want):
+    """The scripts pass --run.mini_batch_steps; a run launched before the --run.* options passed
+    --gaca.mini_batch_steps (a deprecated alias of the same option): both are read, the later one winning, as
+    train_ppo's parser does."""
+    run = make_run(tmp_path / "r", GOOD)  # 10 and 12 step samples, 3 optimizer steps each: a mini-batch of 4
+    with open(os.path.join(run, "command.sh"), "w") as f:
+        f.write(f"python -m gaca_openrlhf.cli.train_ppo --train.micro_batch_size 2 {command} --env.max_steps 3")
+    assert smoke_check.command_option(run, *smoke_check.MINI_BATCH_OPTIONS) == want
+    # the value read is the one checked: 4 passes, 256 fails (ceil(10 / 256) = 1 step, not 3), none skips the check
+    assert smoke_check.main([run]) == (1 if want == "256" else 0)
+
+
+def test_mini_batch_options_are_train_ppos():
+    """Both spellings smoke_check reads set train_ppo's one mini-batch option (the new name and its deprecated alias)."""
+    from gaca_openrlhf.trainer.run_options import deprecated_flags
+
+    new, old = smoke_check.MINI_BATCH_OPTIONS
+    assert deprecated_flags()[old] == new
 
 
 def test_missing_iterations_and_checkpoints(tmp_path):
@@ -142,3 +171,47 @@ def test_memory_peaks_per_leg_and_overall(tmp_path, capsys):
     assert "61000" in capsys.readouterr().out
     # no samples at all (a sampler that failed to start) says so instead of an empty table
     assert "no samples" in smoke_check.memory_summary([("resume", str(tmp_path / "missing.csv"))])[0]
+
+
+def test_phase_peaks_map_timed_samples_onto_the_trainers_phase_windows(tmp_path, capsys):
+    """Catches: a sample attributed to the wrong phase (off by one window, the end of a window excluded), samples
+    between windows not counted as ``other`` (start-up, saves), untimed samples mixed in, nvidia-smi's timestamp
+    column read as the GPU index, or the phase key names drifting from the trainer's (metrics.py)."""
+    import datetime
+
+    from gaca_openrlhf.trainer import metrics
+
+    assert smoke_check.PHASES == metrics.PHASES and metrics.PHASE_PREFIX == "timing/unix_"
+    t0 = datetime.datetime(2026, 12, 3, 10, 0, 0).timestamp()
+    windows = metrics.phase_times(t0 + 10, t0 + 20, (t0 + 25, t0 + 40), (t0 + 41, t0 + 43))
+    records = [{"iteration": 1, **windows}]
+    assert [w[2] for w in smoke_check.phase_windows(records)] == ["rollout", "experience", "training", "sync"]
+
+    def stamp(sec):
+        return (datetime.datetime(2026, 12, 3, 10, 0, 0) + datetime.timedelta(seconds=sec)).strftime(
+            "%Y/%m/%d %H:%M:%S.%f")[:-3]
+
+    csv = tmp_path / "gpu_memory_alfworld.csv"
+    rows = [(5, 0, 9000), (12, 0, 30000), (12, 1, 31000), (20, 0, 7000), (22, 0, 8000), (30, 0, 60000),
+            (30, 1, 59000), (40, 1, 65000), (42, 0, 33000), (50, 0, 70000)]
+    csv.write_text("".join(f"{stamp(t)}, {g}, {m}, 81559\n" for t, g, m in rows) + "[N/A]\n0, 99999, 81559\n")
+    samples = smoke_check.read_memory_samples(str(csv))
+    assert len(samples) == 11 and samples[-1] == (None, 0, 99999, 81559)  # an untimed line (older sampler)
+    assert samples[0][:3] == (t0 + 5, 0, 9000)
+    peaks = smoke_check.phase_peaks(samples, smoke_check.phase_windows(records))
+    assert peaks == {"other": {0: 70000}, "rollout": {0: 30000, 1: 31000}, "experience": {0: 8000},
+                     "training": {0: 60000, 1: 65000}, "sync": {0: 33000}}
+    # the per-leg table still reads the timed lines (the timestamp is not a GPU index)
+    assert smoke_check.read_memory_csv(str(csv)) == {0: (99999, 81559), 1: (65000, 81559)}
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(json.dumps(records[0]) + "\n")
+    assert smoke_check.main(["--memory", f"alfworld={csv}", "--phases", str(run)]) == 0
+    out = capsys.readouterr().out
+    table = {ln.split()[0]: ln.split()[1:] for ln in out.splitlines()[out.splitlines().index(
+        "memory per phase: peak MiB used per GPU (nvidia-smi samples inside each phase's windows)") + 1:]}
+    assert table["phase"] == ["GPU0", "GPU1"] and table["training"] == ["60000", "65000"]
+    assert table["sync"] == ["33000", "-"] and list(table)[1:] == ["rollout", "experience", "training", "sync", "other"]
+    # a run of an older trainer (no windows) says so
+    assert "n/a" in smoke_check.phase_summary(samples, [{"iteration": 1}])[0]
+

@@ -45,6 +45,7 @@ def fake_ray(monkeypatch):
 
 def bare(**attrs):
     t = GacaPPOTrainer.__new__(GacaPPOTrainer)
+    t._windows = {}  # what __init__ (and each iteration of fit) starts with
     for k, v in attrs.items():
         setattr(t, k, v)
     return t
