@@ -74,10 +74,15 @@ def spec(name: str) -> EnvSpec:
     return found
 
 
-def specs(with_quickstart: bool = False) -> list[EnvSpec]:
-    """The specs of every registered environment (``with_quickstart``: only those the quickstart offers)."""
+def specs(with_quickstart: bool = False, with_gpu_recipe: bool = False) -> list[EnvSpec]:
+    """The specs of every registered environment, in registry order (``with_quickstart``: only those the quickstart
+    offers; ``with_gpu_recipe``: only those with a GPU recipe, :attr:`EnvSpec.gpu_recipe`)."""
     out = [spec(n) for n in names()]
-    return [s for s in out if s.quickstart is not None] if with_quickstart else out
+    if with_quickstart:
+        out = [s for s in out if s.quickstart is not None]
+    if with_gpu_recipe:
+        out = [s for s in out if s.gpu_recipe is not None]
+    return out
 
 
 def make_env(name: str, **config: Any) -> AgentEnv:

@@ -196,7 +196,7 @@ BUILTIN: Dict[str, ModelSpec] = {
 #: MICRO_BATCH of the recipes (_common.sh), unless an environment's recipe lowers it for a model
 DEFAULT_MICRO_BATCH = 4
 #: env name -> its spec, for every environment with a GPU recipe (:class:`agents.base.GpuRecipe`), in registry order
-RECIPE_ENVS = {s.name: s for s in specs() if s.gpu_recipe is not None}
+RECIPE_ENVS = {s.name: s for s in specs(with_gpu_recipe=True)}
 #: env name -> its recipe's prompt_len, response_len and mini_batch_steps
 ENV_DEFAULTS = {name: dict(prompt_len=s.gpu_recipe.prompt_len, response_len=s.gpu_recipe.response_len,
                            mini_batch_steps=s.gpu_recipe.mini_batch_steps) for name, s in RECIPE_ENVS.items()}

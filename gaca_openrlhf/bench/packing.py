@@ -275,7 +275,7 @@ def recipe_envs() -> list:
     """The specs of the environments with a GPU recipe (the benchmark's default ``--env``), in registry order."""
     from agents.registry import specs
 
-    return [s for s in specs() if s.gpu_recipe is not None]
+    return specs(with_gpu_recipe=True)
 
 
 def mini_batch(env: str) -> Optional[int]:
