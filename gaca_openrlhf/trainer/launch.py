@@ -22,6 +22,7 @@ from gaca_openrlhf.rollout.config import RolloutConfig
 from . import backends
 from .backends import Actors, Backend
 from .ppo_trainer import GacaPPOTrainerActor
+from .progress import progress_key, read_progress
 from .startup import DEFAULT_TIMEOUT_S, Deadline, StartupError, Wait, describe_failure, startup_timeout_s, \
     wait_for_startup
 from .watch import wait_for_fit
@@ -139,8 +140,9 @@ def train(args) -> None:
     )
     load_models(args, strategy, actors, backend)
     try:  # not a plain ray.get: a rank or engine that dies mid-run would leave the others waiting for it forever
+        key = progress_key(actors.trainer._actor_id.hex())  # the trainer publishes its phases there
         wait_for_fit(Wait(actors.trainer.fit.remote(), "the trainer's fit", actors.trainer), watched_actors(actors),
-                     ray_api=ray)
+                     ray_api=ray, progress=lambda: read_progress(key), stall_s=args.run.stall_timeout_s)
     finally:
         backend.finish(actors)
     ray.get(actors.actor.async_save_model())

@@ -14,7 +14,8 @@ with ``ray.remote`` (:data:`GacaPPOTrainerActor`). Changes against the base:
   right after each weight sync (:meth:`GacaPPOTrainer.probe_logprob_gap`); a gap above ``--run.max_logprob_gap``
   stops training (:class:`WeightSyncError`: a broken weight sync), and so does a NaN/inf ``policy_loss`` or ``kl``
   (:class:`NonFiniteTrainingError`, naming the likely cause);
-- ``--run.max_iterations`` stops early (after its checkpoint) and ends the LR schedule there.
+- ``--run.max_iterations`` stops early (after its checkpoint) and ends the LR schedule there;
+- each phase the loop enters is published for the driver's stall watch (:mod:`.progress`, ``--run.stall_timeout_s``).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from gaca_openrlhf.seeding import derive_seed
 
 from .experience import StepExperienceMaker
 from .metrics import MetricsWriter, build_record, phase_times
+from .progress import NoProgress, ProgressReporter, progress_key
 from .samples import StepSamplesGenerator
 
 logger = init_logger(__name__)
@@ -141,6 +143,8 @@ def seed_driver(seed: int) -> None:
 
 
 class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
+    progress = NoProgress()  # replaced in __init__ by the reporter the driver's stall watch reads
+
     def __init__(self, pretrain, strategy, actor_model_group, critic_model_group, reward_model_group,
                  reference_model_group, vllm_engines, **generate_kwargs):
         seed_driver(strategy.args.train.seed)  # before the base class builds the prompt loader
@@ -165,6 +169,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         self._probe = None  # (prompt ids) of a few step samples, for the post-sync log-prob gap
         self._last_gap: dict = {}
         self._windows: dict = {}  # this iteration's (start, end) wall-clock times of training and sync
+        self.progress = ProgressReporter(progress_key(ray.get_runtime_context().get_actor_id()))
 
     # ---- one iteration ----
     def train_step(self, rollout_samples, global_step):
@@ -175,6 +180,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
                 raise ValueError(f"{len(rollout_samples)} samples are not padded for {plan.updates} updates "
                                  f"({plan.padded}): use a step estimator with the step-level agent rollouts")
         self._iter_plan = plan
+        self.progress.mark("experience", global_step + 1)
         self.experience_maker.iteration = global_step + 1
         self._probe = [s.sequences[0][: int(s.sequences.shape[1] - s.response_length[0])].tolist()
                        for s in rollout_samples[: self.args.run.gap_probe_samples]]
@@ -190,6 +196,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         # The iteration's plan (its padded sample count: a multiple of updates x micro batch x DP ranks) goes to the
         # policy ranks whole; global_steps (iterations done) positions the LR schedule.
         t0 = time.time()
+        self.progress.mark("training", global_steps + 1)
         ray.get(self.actor_model_group.async_run_method(
             method_name="set_iteration_batch", plan=self._iter_plan, iteration=global_steps))
         status = super().ppo_train(global_steps)
@@ -198,6 +205,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
 
     def broadcast_to_vllm(self) -> None:
         t0 = time.time()
+        self.progress.mark("sync")
         super().broadcast_to_vllm()
         sync_seconds = time.time() - t0
         self._last_gap = {"timing/sync_only": sync_seconds}
@@ -263,11 +271,13 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
             global_step = checkpoint_states["global_step"]
             logger.info(f"[gaca] resuming from iteration {global_step}")
         total_consumed_prompts = checkpoint_states["total_consumed_prompts"]
+        self.progress.mark("start", global_step)
         dropped = self.metrics.start(global_step)  # this run's records only (a resume keeps those it resumes from)
         if dropped:
             logger.warning(f"[gaca] {len(dropped)} metrics record(s) after iteration {global_step} (an earlier or "
                            f"interrupted run) moved to {self.metrics.path}.dropped-*")
         if global_step:
+            self.progress.mark("resume_sync", global_step)
             self.broadcast_to_vllm()
             if checkpoint_states["data_loader_state_dict"]:
                 self.prompts_dataloader.load_state_dict(checkpoint_states["data_loader_state_dict"])
@@ -279,6 +289,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
             while not stop:
                 t0 = time.time()
                 self._windows = {}
+                self.progress.mark("rollout", global_step + 1)
                 rollout_samples, _, prompts_consumed, is_exhausted = self.samples_generator.generate_samples(
                     **self.generate_kwargs)
                 rollout_seconds = time.time() - t0
@@ -308,6 +319,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
                     t0, t0 + rollout_seconds, self._windows.get("training"), self._windows.get("sync"))}))
                 check_finite(log_status)  # after logging it: a NaN loss/KL stops here, not in a later iteration
                 check_sync_gap(log_status, args.run.max_logprob_gap)
+                self.progress.mark("checkpoint", global_step)
                 self.save_logs_and_checkpoints(global_step, log_status, client_states)
                 pbar.update(prompts_consumed)
                 stop = bool(args.run.max_iterations) and global_step >= args.run.max_iterations
@@ -315,6 +327,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
                     break
             if stop:
                 break
+        self.progress.mark("done", global_step)
         if self.wandb_logger:
             self.wandb_logger.close()
         if self.tensorboard_logger:

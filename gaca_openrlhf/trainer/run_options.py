@@ -40,6 +40,10 @@ class RunOptions:
     max_logprob_gap: float = field(default=0.1, metadata={"help": (
         "stop with an error when sync/logprob_gap (mean |log-prob| difference vLLM vs trainer right after the "
         "weight sync) exceeds this: a broken weight sync (0: no check)")})
+    stall_timeout_s: float = field(default=3600.0, metadata={"help": (
+        "stop with an error when the trainer stays this long in one phase of an iteration (rollout, experience, "
+        "training, weight sync, checkpoint) while every actor is alive: a hung collective or engine "
+        "(gaca_openrlhf/trainer/progress.py); 0: no limit")})
     dump_dir: Optional[str] = field(default=None, metadata={
         "help": "save each iteration's StepBatch and advantages here (tests/debugging)"})
     logprob_chunk_size: int = field(default=0, metadata={"help": (

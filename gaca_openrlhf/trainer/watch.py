@@ -8,29 +8,42 @@ not at all when the call that would notice it waited first on another rank: the 
 :func:`wait_for_fit` waits for ``fit`` in slices of ``poll_s`` seconds and, between them, asks Ray's control store
 for the state of every actor of the run (trainer, each policy / reference / critic / reward rank, each engine);
 the first one found ``DEAD`` ends the wait with a :class:`RunFailure` naming it and Ray's death cause. A ``fit`` that
-raises raises here unchanged (its traceback is the best account of a trainer error). Alive but stuck actors are not detected here (no heartbeat); ``fit`` has no overall bound because a run's length is its own.
+raises raises here unchanged (its traceback is the best account of a trainer error).
+
+Alive but stuck actors (a collective waiting for a rank that hangs without dying, an engine that never answers) are
+found by their effect: the phase the trainer publishes (:mod:`.progress`) stops changing. When it has not changed for
+``stall_s`` seconds of the driver's clock, the run stops with a :class:`RunFailure` naming the phase and iteration it
+is stuck in. ``fit`` itself has no overall bound: a run's length is its own, only a phase that never ends is a fault.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Optional, Sequence
 
 import ray
 
+from .progress import Mark
 from .startup import POLL_S, Wait, actor_state
 
 
 class RunFailure(RuntimeError):
-    """An actor of the run died while the run was training."""
+    """An actor of the run died, or the run stopped making progress, while it was training."""
 
 
 def wait_for_fit(fit: Wait, watched: Sequence[Wait], *, poll_s: float = POLL_S, ray_api=ray,
-                 state_of: Callable[[Any], Optional[tuple]] = actor_state) -> Any:
+                 state_of: Callable[[Any], Optional[tuple]] = actor_state,
+                 progress: Optional[Callable[[], Optional[Mark]]] = None, stall_s: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic) -> Any:
     """The value of ``fit.ref`` (the trainer's ``fit``; its error when it raises); a :class:`RunFailure` as soon
-    as its actor or one of ``watched`` (``Wait`` entries whose ``ref`` is unused: the other actors) is found ``DEAD``.
+    as its actor or one of ``watched`` (``Wait`` entries whose ``ref`` is unused: the other actors) is found
+    ``DEAD``, or when ``progress()`` (the trainer's last published :class:`~.progress.Mark`) has not changed for
+    ``stall_s`` seconds of ``clock`` (0: no stall check; counted from the first mark seen, so a store that cannot be
+    read never stops a run).
 
-    ``ray_api`` (``ray.wait``/``ray.get``) and ``state_of`` (:func:`~.startup.actor_state`) are parameters for the
-    tests."""
+    ``ray_api`` (``ray.wait``/``ray.get``), ``state_of`` (:func:`~.startup.actor_state`) and ``clock`` are
+    parameters for the tests."""
     actors = [w for w in (fit, *watched) if w.actor is not None]
+    last, since = None, clock()
     while True:
         ready, _ = ray_api.wait([fit.ref], num_returns=1, timeout=poll_s)
         if ready:
@@ -43,6 +56,12 @@ def wait_for_fit(fit: Wait, watched: Sequence[Wait], *, poll_s: float = POLL_S, 
                 return ray_api.get(fit.ref)
             w, cause = dead
             raise RunFailure(_message(w, cause or "no cause recorded", "died during training"))
+        if stall_s > 0 and progress is not None:  # all alive: is the trainer still moving?
+            mark = progress()
+            if mark is not None and mark != last:
+                last, since = mark, clock()
+            elif last is not None and clock() - since > stall_s:
+                raise RunFailure(_stall_message(last, clock() - since, stall_s))
 
 
 def _first_dead(actors: Sequence[Wait], state_of) -> Optional[tuple]:
@@ -59,3 +78,11 @@ def _message(w: Wait, cause: str, verb: str) -> str:
     if w.hint and w.hint not in cause:
         msg += f"\n{w.hint}"
     return msg
+
+
+def _stall_message(mark: Mark, waited_s: float, stall_s: float) -> str:
+    started = time.strftime("%H:%M:%S UTC", time.gmtime(mark.unix))
+    return (f"no progress for {waited_s / 60:.0f} min: {mark.describe()} began at {started} (the trainer's clock) "
+            f"and has not ended, while every actor of the run is alive (--run.stall_timeout_s {stall_s:g}). Something waits that will not answer: a collective (NCCL/gloo) with a hung rank, or a "
+            "vLLM engine. `ray stack` (or `py-spy dump --pid PID`) on each node shows where; if a phase of this "
+            "recipe really takes longer, raise --run.stall_timeout_s (0: no limit).")

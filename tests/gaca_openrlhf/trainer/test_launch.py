@@ -166,6 +166,7 @@ class FakeTrainer:
         self.log, self.fit_error = log, fit_error
         self.get_max_steps = types.SimpleNamespace(remote=lambda: "<max_steps>")
         self.fit = types.SimpleNamespace(remote=self._fit)
+        self._actor_id = types.SimpleNamespace(hex=lambda: "trainer-actor-id")
 
     def _fit(self):
         self.log.append(("fit", (), {}))
@@ -671,8 +672,8 @@ def test_train_watches_every_rank_and_engine_while_fit_runs(rig, monkeypatch):
     others, which wait in a collective for it), or a model group / the engines / the trainer left out of the watch."""
     seen = {}
 
-    def fake_wait_for_fit(fit, watched, ray_api=None):
-        seen["fit"], seen["watched"] = fit, watched
+    def fake_wait_for_fit(fit, watched, ray_api=None, progress=None, stall_s=None):
+        seen["fit"], seen["watched"], seen["progress"], seen["stall_s"] = fit, watched, progress, stall_s
         return ray_api.get(fit.ref)
 
     monkeypatch.setattr(launch, "wait_for_fit", fake_wait_for_fit)
@@ -685,4 +686,9 @@ def test_train_watches_every_rank_and_engine_while_fit_runs(rig, monkeypatch):
     assert got == [("policy rank 0", "handler-of-('remote', {'num_gpus': 1}, 'Policy')"),
                    ("reference model rank 0", "handler-of-Ref"), ("critic rank 0", "handler-of-Critic"),
                    ("vLLM engine 1/2", rig.engines[0]), ("vLLM engine 2/2", rig.engines[1])]
+    # the stall watch reads what this run's trainer publishes (its actor id), with --run.stall_timeout_s
+    assert seen["stall_s"] == a.run.stall_timeout_s == 3600.0
+    published = []
+    monkeypatch.setattr(launch, "read_progress", lambda key: published.append(key) or "mark")
+    assert seen["progress"]() == "mark" and published == ["gaca/progress/trainer-actor-id"]
 

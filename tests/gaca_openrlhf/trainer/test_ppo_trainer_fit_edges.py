@@ -181,3 +181,43 @@ def test_records_carry_the_phases_wall_clock_windows_in_order(tmp_path, monkeypa
             assert t["training"][1] <= t["sync"][0] and t["sync"][1] - t["sync"][0] >= 0.02 and t["sync"][1] <= after
     assert recs[2][f"{PHASE_PREFIX}rollout_start"] > recs[0][f"{PHASE_PREFIX}sync_end"]
     assert not any(k.startswith(PHASE_PREFIX) for logs in logged for k in logs)
+
+
+def test_the_loop_publishes_each_phase_it_enters(tmp_path, monkeypatch):
+    """Catches: a phase of the loop that publishes nothing (the driver's stall watch would take a long rollout or
+    checkpoint for a stuck one, or miss a stuck one), a mark with the wrong iteration, the resume's weight sync not
+    marked, or no final mark (trainer/progress.py)."""
+    from types import SimpleNamespace
+
+    from gaca_openrlhf.trainer import ppo_trainer
+
+    base = ppo_trainer.GacaPPOTrainer.__mro__[1]
+    monkeypatch.setattr(base, "ppo_train", lambda self, steps: {})
+    monkeypatch.setattr(base, "broadcast_to_vllm", lambda self: None)
+    monkeypatch.setattr(ppo_trainer, "ray", SimpleNamespace(get=lambda ref: ref))
+
+    class Marks:
+        def __init__(self):
+            self.seen, self.iteration = [], 0
+
+        def mark(self, phase, iteration=None):
+            self.iteration = self.iteration if iteration is None else iteration
+            self.seen.append((phase, self.iteration))
+
+    class Phased(Loop):
+        broadcast_to_vllm = ppo_trainer.GacaPPOTrainer.broadcast_to_vllm
+
+        def train_step(self, rollout_samples, global_step):
+            self.ppo_train(global_step)
+            self.broadcast_to_vllm()
+            return dict(self.status), global_step + 1
+
+    ckpt = {"episode": 0, "global_step": 1, "total_consumed_prompts": 2, "data_loader_state_dict": {}}
+    loop = Phased(tmp_path, max_iterations=3, checkpoint=ckpt)
+    loop._probe, loop._iter_plan = None, None
+    loop.actor_model_group = SimpleNamespace(async_run_method=lambda **kw: "ref")
+    loop.save_logs_and_checkpoints = lambda step, logs, client: None
+    loop.progress, loop._windows = Marks(), {}
+    loop.fit()
+    one = lambda k: [("rollout", k), ("training", k), ("sync", k), ("checkpoint", k)]  # noqa: E731
+    assert loop.progress.seen == [("start", 1), ("resume_sync", 1), ("sync", 1), *one(2), *one(3), ("done", 3)]

@@ -90,8 +90,9 @@ def test_engine_that_cannot_start_stops_the_run_with_its_cause():
 def test_wait_for_startup_with_real_ray_actors():
     """The helper on real Ray actors (a local Ray of its own, a few seconds): an actor whose ``__init__`` raised is
     reported at once although another start-up call never finishes; an actor killed mid-start (as by the OOM
-    killer) is reported; one that never answers times out naming its state; and an actor killed while ``fit`` runs
-    stops the fit watch (trainer/watch.py) although fit itself never returns."""
+    killer) is reported; one that never answers times out naming its state; an actor killed while ``fit`` runs
+    stops the fit watch (trainer/watch.py) although fit itself never returns; and a fit that stays in one phase while
+    alive stops it after the stall limit (the phase published by the actor, read by the driver)."""
     import ray
 
     from gaca_openrlhf.trainer.startup import StartupError, Wait, wait_for_startup
@@ -111,6 +112,14 @@ def test_wait_for_startup_with_real_ray_actors():
 
         async def ready(self):
             return 0
+
+    @ray.remote
+    class Hung:
+        def fit(self):
+            from gaca_openrlhf.trainer.progress import ProgressReporter, progress_key
+
+            ProgressReporter(progress_key(ray.get_runtime_context().get_actor_id())).mark("training", 2)
+            time.sleep(3600)
 
     ray.init(address="local", num_cpus=2, include_dashboard=False)  # never another run's cluster (RAY_ADDRESS)
     try:
@@ -146,6 +155,19 @@ def test_wait_for_startup_with_real_ray_actors():
         t0 = time.time()
         with pytest.raises(RunFailure, match="policy rank 1 died during training: .*(died|dead|killed|exit)"):
             wait_for_fit(Wait(fit, "the trainer's fit", trainer), [Wait(None, "policy rank 1", rank1)], poll_s=1)
+        assert time.time() - t0 < 60
+
+        # alive but stuck (trainer/progress.py): the trainer publishes a phase through Ray's key-value store and
+        # never leaves it; the driver reads it and stops after the stall limit, naming the phase
+        from gaca_openrlhf.trainer.progress import progress_key, read_progress
+
+        stuck_trainer = Hung.options(num_cpus=0).remote()
+        fit = stuck_trainer.fit.remote()
+        key = progress_key(stuck_trainer._actor_id.hex())
+        t0 = time.time()
+        with pytest.raises(RunFailure, match="no progress for 0 min: the training phase of iteration 2 began"):
+            wait_for_fit(Wait(fit, "the trainer's fit", stuck_trainer), [], poll_s=1,
+                         progress=lambda: read_progress(key), stall_s=3)
         assert time.time() - t0 < 60
     finally:
         ray.shutdown()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from gaca_openrlhf.trainer.progress import Mark
 from gaca_openrlhf.trainer.startup import Wait
 from gaca_openrlhf.trainer.watch import RunFailure, wait_for_fit
 
@@ -92,3 +93,65 @@ def test_unknown_states_are_not_deaths():
     """Bug caught: an actor whose state cannot be looked up (None) or is restarting taken for dead."""
     fake = FakeRay(polls=3)
     assert run(fake, {"policy rank 0": None, "policy rank 1": ("RESTARTING", "")}) == "done"
+
+
+# ---- alive but stuck: the trainer's published phase stops changing ----
+
+class Clock:
+    """The driver's clock: each wait advances it by ``step`` seconds (no real time passes)."""
+
+    def __init__(self, step):
+        self.t, self.step = 0.0, step
+
+    def __call__(self):
+        return self.t
+
+
+def stall_run(marks, stall_s, step=60.0, polls=None, states=None):
+    """wait_for_fit with a clock that advances ``step`` s per poll; ``marks(n)`` is the mark published at poll n."""
+    clock = Clock(step)
+    polled = []
+
+    def on_wait(n):
+        clock.t += clock.step
+        polled.append(n)
+
+    fake = FakeRay(polls=polls, on_wait=on_wait)
+    return wait_for_fit(Wait("fit-ref", "the trainer's fit", "trainer"), [], poll_s=0.01, ray_api=fake,
+                        state_of=lambda h: (states or {}).get(h), progress=lambda: marks(len(polled)),
+                        stall_s=stall_s, clock=clock)
+
+
+def test_a_phase_that_never_ends_stops_the_run_naming_it():
+    """Bug caught: a hung collective with every actor alive waits forever (no stall check), the stall counted from
+    the wrong moment, or the message not naming the phase and iteration."""
+    mark = Mark("training", 3, 7, 0.0)
+    with pytest.raises(RunFailure, match=r"^no progress for 61 min: the training phase of iteration 3 began at "
+                                         r"00:00:00 UTC \(the trainer's clock\) and has not ended, while every actor "
+                                         r"of the run is alive \(--run.stall_timeout_s 3600\)"):
+        stall_run(lambda n: mark, stall_s=3600)
+
+
+def test_changing_phases_never_stop_a_long_run():
+    """Bug caught: the watch bounding the whole run (a run of many phases, each shorter than the limit, stopped), or
+    a phase entered twice in a row (same name, new sequence number) taken for no progress."""
+    def marks(n):  # a new mark every 50 min (limit 60), the same phase name each time
+        return Mark("rollout", n // 50, n // 50, float(n))
+
+    assert stall_run(marks, stall_s=3600, step=60.0, polls=500) == "done"
+
+
+def test_no_stall_check_when_off_or_before_the_first_mark():
+    """Bug caught: --run.stall_timeout_s 0 still stopping runs, or an unreadable progress store (no mark ever)
+    stopping a healthy run."""
+    stuck = Mark("sync", 2, 5, 0.0)
+    assert stall_run(lambda n: stuck, stall_s=0, polls=300) == "done"
+    assert stall_run(lambda n: None, stall_s=60, polls=300) == "done"
+
+
+def test_a_death_is_reported_before_a_stall():
+    """Bug caught: a dead rank reported as a stall (the message would then say every actor is alive)."""
+    with pytest.raises(RunFailure, match="policy rank 1 died during training"):
+        wait_for_fit(Wait("fit-ref", "the trainer's fit", "trainer"), [Wait(None, "policy rank 1", "r1")],
+                     poll_s=0.01, ray_api=FakeRay(polls=None), state_of=lambda h: ("DEAD", "") if h == "r1" else None,
+                     progress=lambda: Mark("training", 1, 1, 0.0), stall_s=1e-9, clock=iter(range(10**6)).__next__)
