@@ -169,7 +169,8 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         self._probe = None  # (prompt ids) of a few step samples, for the post-sync log-prob gap
         self._last_gap: dict = {}
         self._windows: dict = {}  # this iteration's (start, end) wall-clock times of training and sync
-        self.progress = ProgressReporter(progress_key(ray.get_runtime_context().get_actor_id()))
+        actor_id = ray.get_runtime_context().get_actor_id()  # None outside a Ray actor: nobody watches then
+        self.progress = ProgressReporter(progress_key(actor_id)) if actor_id else NoProgress()
 
     # ---- one iteration ----
     def train_step(self, rollout_samples, global_step):

@@ -15,6 +15,8 @@ from typing import Optional
 
 #: the namespace these options had before (``--gaca.backend`` ...): kept as a deprecated alias of ``--run.*``
 MOVED_FROM = "gaca"
+#: options added after the move: they never had a ``--gaca.*`` name, so they get no deprecated alias
+NEVER_MOVED = ("stall_timeout_s",)
 BACKENDS = ("auto", "cpu", "gpu", "rehearsal")
 
 
@@ -61,4 +63,4 @@ def deprecated_flags() -> dict[str, str]:
     """Every deprecated ``train_ppo`` option -> the option it sets now (``--gaca.backend`` -> ``--run.backend``, ...):
     the one table of old names, from which the CLI adds its aliases and by which commands are compared
     (:func:`gaca_openrlhf.cli.options.with_new_names`)."""
-    return {f"--{MOVED_FROM}.{name}": f"--run.{name}" for name in run_option_names()}
+    return {f"--{MOVED_FROM}.{name}": f"--run.{name}" for name in run_option_names() if name not in NEVER_MOVED}
