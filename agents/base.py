@@ -183,7 +183,9 @@ class QuickstartHooks:
     report_data(cfg, st) -> markdown: the report's "Data" paragraph.
     setting_data(cfg: dict) -> text: the data part of a record's setting line (``cfg`` is the recorded config).
     options: the env's own settings (:class:`QuickstartOption`), fields of the config next to the common ones (the
-        hooks read them as ``cfg.<name>``); their names start with the env's name, as they share one namespace.
+        hooks read them as ``cfg.<name>``; ``configure`` sets their smoke values and checks them). The config and its
+        flags are one namespace: a name must be unique across the environments and the common settings. Every
+        config has every environment's options; the quickstart refuses a flag of another environment's option.
     """
 
     data_title: str

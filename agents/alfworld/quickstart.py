@@ -1,13 +1,47 @@
-"""The quickstart's ALFWorld leg (:class:`agents.base.QuickstartHooks`): the generated games and panels (train,
-retired, test, validation, the RL pool; disjoint, cached under ``$GACA_CACHE/quickstart``), the options of the SFT,
-evaluation and RL commands, and the report's data paragraph and setting line."""
+"""The quickstart's ALFWorld leg (:class:`agents.base.QuickstartHooks`): its own settings (:data:`OPTIONS`, their
+smoke values and checks), the generated games and panels (train, retired, test, validation, the RL pool; disjoint,
+cached under ``$GACA_CACHE/quickstart``), the options of the SFT, evaluation and RL commands, and the report's data
+paragraph and setting line."""
 from __future__ import annotations
 
 import json
 import os
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
+
+from agents.base import QuickstartOption
+
+#: the ALFWorld leg's own settings (fields of the quickstart's config; flags --task-types, --max-receptacles, ...)
+OPTIONS = (
+    QuickstartOption("task_types", str, "1"),  # task types of the easier subset (1 = pick_and_place_simple)
+    QuickstartOption("max_receptacles", int, 6),  # easier subset: receptacles per room (0 = the floor plan's all)
+    # easier subset: other object classes per room (-1 = all; 0 = only the goal's)
+    QuickstartOption("max_distractor_types", int, 0),
+    # demonstrations: search (observation-consistent) | walkthrough (privileged)
+    QuickstartOption("expert", str, "search"),
+    # RL on N other games of the subset (another generator seed) instead of the SFT games; 0 = the SFT games.
+    # Measured from the 43.8 % warm start, 12 x 8 x 4 at lr 1e-4: 192 -> 29.2 +- 2.9 % held-out (SFT games: 47.9)
+    QuickstartOption("rl_pool_games", int, 0),
+    # test panel: valid_unseen games (ALFRED's unseen floor plans); 0 = none
+    QuickstartOption("unseen_games", int, 64),
+    # the retired tuning panel: the pre-issue-24 quickstart's held-out panel (valid_seen, generator seed --data-seed),
+    # on which its defaults were chosen; generated only so that every panel of today excludes it; 0 = none
+    QuickstartOption("retired_games", int, 64),
+    # where RL runs ALFWorld's engines: "local" = threads in the rollout actor taking turns on one lock
+    # (agents/alfworld/README), "ray" = one Ray worker process per episode slot (crash isolation, parallel steps; the
+    # GPU recipes). On 2 cores local is faster: 32 workers took ~89 s to start in the first iteration and ~12 % of
+    # the machine while idle; measured RL 8 min 26 s vs 9 min 57 s (12 iterations of 8 x 4, seed 0)
+    QuickstartOption("rl_env_backend", str, "local"),
+    # where evaluations run ALFWorld's engines (--alfworld-backend of the eval CLI): "local" = threads of the eval
+    # process on the engine lock, no Ray (measured: 60 s vs 103 s for the 3-seed held-out eval, the same 48 episodes
+    # action for action); "ray" = one worker process per env slot
+    QuickstartOption("eval_env_backend", str, "local"),
+)
+
+#: the smoke preset's values of the options above (the common ones are in the quickstart's PRESETS["smoke"])
+SMOKE = {"max_receptacles": 3, "max_distractor_types": 2, "unseen_games": 2, "retired_games": 2}
 
 
 def data_phase(cfg, st, out, con, tools) -> str:
@@ -132,6 +166,14 @@ def data_phase(cfg, st, out, con, tools) -> str:
 
 
 def configure(cfg, over, smoke: bool):
+    """The smoke preset's :data:`SMOKE` values (of the options not in ``over``) and the checks of the options."""
+    if smoke:
+        cfg = replace(cfg, **{k: v for k, v in SMOKE.items() if k not in over})
+    if cfg.expert not in ("search", "walkthrough"):
+        raise SystemExit(f"unknown --expert {cfg.expert!r}; expected search or walkthrough")
+    for flag, backend in (("--rl-env-backend", cfg.rl_env_backend), ("--eval-env-backend", cfg.eval_env_backend)):
+        if backend not in ("ray", "local"):
+            raise SystemExit(f"unknown {flag} {backend!r}; expected ray or local")
     if cfg.expert == "search" and cfg.task_types.replace(" ", "") != "1":
         raise SystemExit("--expert search plays task type 1 (pick_and_place_simple) only; "
                          "use --expert walkthrough for other task types")

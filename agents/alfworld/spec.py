@@ -98,7 +98,8 @@ def _quickstart() -> QuickstartHooks:
 
     return QuickstartHooks(data_title="ALFWorld games (train + held-out panel)", data_phase=q.data_phase,
                            configure=q.configure, sft_source=q.sft_source, eval_args=q.eval_args, rl_max_len=2048,
-                           rl_env_args=q.rl_env_args, report_data=q.report_data, setting_data=q.setting_data)
+                           rl_env_args=q.rl_env_args, report_data=q.report_data, setting_data=q.setting_data,
+                           options=q.OPTIONS)
 
 
 SPEC = EnvSpec(

@@ -10,7 +10,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from gaca_openrlhf.bench.quickstart.config import COMPARE_SEEDS, METHODS, PRESETS, QuickstartConfig
+from gaca_openrlhf.bench.quickstart.config import COMPARE_SEEDS, ENV_OPTIONS, METHODS, PRESETS, QuickstartConfig
 from gaca_openrlhf.bench.quickstart.console import Console, fmt_duration
 from gaca_openrlhf.bench.quickstart.data import hooks, phase_data
 from gaca_openrlhf.bench.quickstart.phases import phase_eval, phase_given_warm_start, phase_rl, phase_sft
@@ -67,8 +67,12 @@ def config_from_args(args) -> QuickstartConfig:
         elif name == "methods":
             v = tuple(x.strip() for x in v.split(",") if x.strip())
         over[name] = v
+    foreign = [n for n in over if ENV_OPTIONS.get(n, (cfg.env,))[0] != cfg.env]
+    if foreign:
+        raise SystemExit("; ".join(f"--{n.replace('_', '-')} is an option of --env {ENV_OPTIONS[n][0]}"
+                                   for n in foreign))
     cfg = replace(cfg, **over)
-    cfg = hooks(cfg).configure(cfg, set(over), args.smoke)  # the env's preset changes and checks
+    cfg = hooks(cfg).configure(cfg, set(over), args.smoke)  # the env's preset changes and checks (its options')
     if cfg.rl_temperature <= 0:
         raise SystemExit(f"--rl-temperature must be > 0 (got {cfg.rl_temperature}); RL samples its rollouts")
     if cfg.rl_kl_coef < 0 or cfg.rl_kl_estimator not in ("k1", "k2", "k3"):
@@ -78,14 +82,9 @@ def config_from_args(args) -> QuickstartConfig:
 
     if cfg.rl_validity not in VALIDITY_MODES:
         raise SystemExit(f"unknown --rl-validity {cfg.rl_validity!r}; expected one of {', '.join(VALIDITY_MODES)}")
-    for flag, backend in (("--rl-env-backend", cfg.rl_env_backend), ("--eval-env-backend", cfg.eval_env_backend)):
-        if backend not in ("ray", "local"):
-            raise SystemExit(f"unknown {flag} {backend!r}; expected ray or local")
     if cfg.rl_micro_batch < 1 or cfg.rl_mini_batch_steps % cfg.rl_micro_batch:
         raise SystemExit(f"--rl-mini-batch-steps ({cfg.rl_mini_batch_steps}) must be a multiple of --rl-micro-batch "
                          f"({cfg.rl_micro_batch}, >= 1)")
-    if cfg.expert not in ("search", "walkthrough"):
-        raise SystemExit(f"unknown --expert {cfg.expert!r}; expected search or walkthrough")
     from gaca_openrlhf.advantages import list_estimators  # every registered step estimator (hgpo, empg, ...)
 
     bad = [m for m in cfg.methods if m not in list_estimators()]

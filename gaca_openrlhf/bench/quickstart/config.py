@@ -15,23 +15,12 @@ class CommonConfig:
     environment's own)."""
 
     env: str = DEFAULT_ENV  # the registered environment (agents.registry); its quickstart hooks do the env's part
-    task_types: str = "1"  # ALFWorld task types of the easier subset (1 = pick_and_place_simple)
-    max_receptacles: int = 6  # easier subset: receptacles per room (0 = the floor plan's all)
-    max_distractor_types: int = 0  # easier subset: other object classes per room (-1 = all; 0 = only the goal's)
-    expert: str = "search"  # ALFWorld demonstrations: search (observation-consistent) | walkthrough (privileged)
     # 2582 searcher step samples (<= 6 receptacles, no distractors). Measured at ~3000 SFT steps: 256 games -> held-out
     # 47.9 +- 2.9 %, 64 games (367 samples, --sft-epochs 38.5) -> 43.8 +- 0.0 %, in the same ~15 minutes
     train_games: int = 256
-    # RL on N other games of the subset (another generator seed) instead of the SFT games; 0 = the SFT games.
-    # Measured from the 43.8 % warm start, 12 x 8 x 4 at lr 1e-4: 192 -> 29.2 +- 2.9 % held-out (SFT games: 47.9)
-    rl_pool_games: int = 0
     # held-out panel (split valid_seen). 64 games, not 16: the first 16 are easier than the split (the 47.9 % warm start
     # wins 35.9 % of 64) and one game of 16 is 6.25 points; measured 64-game eval ~90 s with 16 env slots (16: ~60 s)
     heldout_games: int = 128  # test panel: valid_seen games (the paper's in-distribution panel size)
-    unseen_games: int = 64  # test panel: valid_unseen games (ALFRED's unseen floor plans); 0 = none
-    # the retired tuning panel: the pre-issue-24 quickstart's held-out panel (valid_seen, generator seed --data-seed),
-    # on which its defaults were chosen; generated only so that every panel of today excludes it; 0 = none
-    retired_games: int = 64
     val_games: int = 64  # validation panel (valid_seen, own generator seed): every choice of a default is made here
     # learning curve on the validation panel: RL saves an HF checkpoint every N iterations and each is evaluated on
     # the validation panel after the run (the final model is evaluated on every panel anyway); 0 = final model only
@@ -41,7 +30,9 @@ class CommonConfig:
     sft_epochs: float = 9.6  # ~3000 SFT steps on the ~2500 upsampled samples: object copying appears after ~2000
     sft_lr: float = 2e-3
     sft_prompt_loss_weight: float = 0.3  # next-token loss on prompt tokens, relative weight (sft --prompt-loss-weight)
-    sft_augment_prob: float = 0.8  # ALFWorld: rename entity classes in this share of drawn samples (sft --augment-prob)
+    # rename entity classes in this share of drawn samples (sft --augment-prob; applies to environments with entity
+    # names, EnvSpec.sft_augment: ALFWorld)
+    sft_augment_prob: float = 0.8
     sft_upsample: str = "take=3,move=3"  # repeat samples of these action verbs (sft --upsample)
     sft_cycles: int = 2  # cosine cycles with restarts, the second at half the lr (sft --cycles)
     # one evaluation seed per test game: intervals come from training seeds and test games (bootstrap), and three
@@ -77,37 +68,34 @@ class CommonConfig:
     # step samples per forward/backward in RL training (train_ppo --train.micro_batch_size); rl_mini_batch_steps must
     # be a multiple of it. It sets how the gradient of an update is accumulated, not the update itself.
     rl_micro_batch: int = 2
-    # where RL runs ALFWorld's engines: "local" = threads in the rollout actor taking turns on one lock
-    # (agents/alfworld/README), "ray" = one Ray worker process per episode slot (crash isolation, parallel steps; the
-    # GPU recipes). On 2 cores local is faster: 32 workers took ~89 s to start in the first iteration and ~12 % of
-    # the machine while idle; measured RL 8 min 26 s vs 9 min 57 s (12 iterations of 8 x 4, seed 0)
-    rl_env_backend: str = "local"
     # what counts as an invalid (penalised, c = 0.1) step in RL: "format" (verl-agent's projection) or "admissible"
     # (also an action off the environment's admissible list). Half the warm start's held-out actions are off the list
     # (looping `go to` where it stands, objects that are not there); measured with admissible: see the module docstring.
     # ALFWorld only; WebShop keeps "format" unless asked
     rl_validity: str = "admissible"
-    # where evaluations run ALFWorld's engines (--alfworld-backend of the eval CLI): "local" = threads of the eval
-    # process on the engine lock, no Ray (measured: 60 s vs 103 s for the 3-seed held-out eval, the same 48 episodes
-    # action for action); "ray" = one worker process per env slot
-    eval_env_backend: str = "local"
 
 
-def _env_option_fields() -> list:
-    """Every quickstart environment's own settings (:attr:`agents.base.QuickstartHooks.options`) as dataclass fields
-    ``(name, type, field)``."""
-    taken = {f.name for f in fields(CommonConfig)}
-    out = []
+def _env_options() -> dict:
+    """Every quickstart environment's own settings (:attr:`agents.base.QuickstartHooks.options`): name -> (the
+    environment's name, :class:`agents.base.QuickstartOption`). A name is a field and a flag of one config, so it may
+    be taken once: by a common setting or by one environment's option."""
+    owner = {f.name: "common" for f in fields(CommonConfig)}
+    out = {}
     for s in specs(with_quickstart=True):
         for o in s.quickstart.options:
-            if o.name in taken:
-                raise TypeError(f"quickstart option {o.name!r} of {s.name!r} is already a setting of the quickstart")
-            taken.add(o.name)
-            out.append((o.name, o.type, field(default=o.default, metadata={"help": o.help} if o.help else {})))
+            if o.name in owner:
+                raise TypeError(f"quickstart option {o.name!r} of {s.name!r} is already a setting of the quickstart "
+                                f"({owner[o.name]})")
+            owner[o.name] = s.name
+            out[o.name] = (s.name, o)
     return out
 
 
-QuickstartConfig = make_dataclass("QuickstartConfig", _env_option_fields(), bases=(CommonConfig,))
+#: option name -> (environment name, option) of every environment's own setting (the fields QuickstartConfig adds)
+ENV_OPTIONS = _env_options()
+QuickstartConfig = make_dataclass(
+    "QuickstartConfig", [(o.name, o.type, field(default=o.default, metadata={"help": o.help} if o.help else {}))
+                         for _, o in ENV_OPTIONS.values()], bases=(CommonConfig,))
 QuickstartConfig.__module__ = __name__
 QuickstartConfig.__doc__ = """Sizes of one quickstart run (``full`` and ``smoke`` presets below; every field has a CLI
 flag): the common settings (:class:`CommonConfig`), then each environment's own (its spec's quickstart options,
@@ -115,9 +103,8 @@ flag): the common settings (:class:`CommonConfig`), then each environment's own 
 
 PRESETS = {
     "full": QuickstartConfig(),
-    "smoke": QuickstartConfig(train_games=4, heldout_games=3, unseen_games=2, val_games=2, retired_games=2,
-                              max_receptacles=3, max_distractor_types=2,
-                              model_size="smoke", sft_epochs=2.0,
+    # each environment's configure hook makes its own options' smoke changes
+    "smoke": QuickstartConfig(train_games=4, heldout_games=3, val_games=2, model_size="smoke", sft_epochs=2.0,
                               max_steps=6, max_new_tokens=40, rl_iterations=2, rl_tasks_per_iter=2, rl_n=2,
                               rl_mini_batch_steps=8, num_envs=3, val_every=1),
 }

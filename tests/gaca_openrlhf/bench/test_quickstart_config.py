@@ -68,6 +68,60 @@ def test_an_environment_s_own_flags_keep_their_names(monkeypatch):
     assert "published numbers" in build_parser().format_help()  # the switch's help, from its option
 
 
+def test_alfworld_s_settings_are_its_options_with_their_names():
+    """Issue 26: the ALFWorld-only settings are its spec's quickstart options (agents/alfworld/quickstart.py), not
+    common settings, and keep their config fields and flags (run.json's config, --resume)."""
+    from dataclasses import asdict, fields
+
+    from gaca_openrlhf.bench.quickstart.config import ENV_OPTIONS, CommonConfig
+
+    own = {"task_types", "max_receptacles", "max_distractor_types", "expert", "rl_pool_games", "unseen_games",
+           "retired_games", "rl_env_backend", "eval_env_backend"}
+    assert own.isdisjoint(f.name for f in fields(CommonConfig))
+    assert {n for n, (env, _) in ENV_OPTIONS.items() if env == "alfworld"} == own
+    flags = build_parser().format_help()
+    assert all("--" + n.replace("_", "-") in flags for n in own)
+    for argv in ((), ("--env", "webshop"), ("--smoke",)):  # every config has every environment's options
+        assert own <= set(asdict(cfg_of(*argv)))
+    # the smoke preset's smaller rooms and panels are ALFWorld's, made by its configure hook; flags still win
+    full, smoke = cfg_of(), cfg_of("--smoke")
+    assert (full.max_receptacles, full.max_distractor_types, full.unseen_games, full.retired_games) == (6, 0, 64, 64)
+    assert (smoke.max_receptacles, smoke.max_distractor_types, smoke.unseen_games, smoke.retired_games) == (3, 2, 2, 2)
+    mine = cfg_of("--smoke", "--max-receptacles", "5", "--retired-games", "0")
+    assert (mine.max_receptacles, mine.max_distractor_types, mine.retired_games) == (5, 2, 0)
+    assert cfg_of("--compare", "--smoke").max_distractor_types == 2
+
+
+def test_a_flag_of_another_environment_s_option_is_refused(monkeypatch):
+    monkeypatch.delenv("WEBSHOP_DATA", raising=False)
+    with pytest.raises(SystemExit, match="--task-types is an option of --env alfworld"):
+        cfg_of("--env", "webshop", "--task-types", "1,2")
+    with pytest.raises(SystemExit, match="--webshop-products is an option of --env webshop"):
+        cfg_of("--webshop-products", "50")
+
+
+def test_an_option_name_may_be_taken_once(monkeypatch):
+    """An environment's option may not reuse a common setting's name or another environment's option's: the config
+    and its flags are one namespace."""
+    from types import SimpleNamespace
+
+    from agents.base import QuickstartOption
+    from gaca_openrlhf.bench.quickstart import config
+
+    def env(name, *options):
+        return SimpleNamespace(name=name, quickstart=SimpleNamespace(options=tuple(QuickstartOption(o, int, 0)
+                                                                                   for o in options)))
+
+    monkeypatch.setattr(config, "specs", lambda with_quickstart: [env("a", "a_size"), env("b", "b_size")])
+    assert {n: e for n, (e, _) in config._env_options().items()} == {"a_size": "a", "b_size": "b"}
+    monkeypatch.setattr(config, "specs", lambda with_quickstart: [env("a", "train_games")])
+    with pytest.raises(TypeError, match=r"'train_games' of 'a' is already a setting of the quickstart \(common\)"):
+        config._env_options()
+    monkeypatch.setattr(config, "specs", lambda with_quickstart: [env("a", "size"), env("b", "size")])
+    with pytest.raises(TypeError, match=r"'size' of 'b' is already a setting of the quickstart \(a\)"):
+        config._env_options()
+
+
 def test_rl_command_is_accepted_by_the_project_parser(tmp_path):
     from gaca_openrlhf.cli.train_ppo import parse_args
 
@@ -129,7 +183,7 @@ def test_search_expert_is_for_task_type_one_only():
     with pytest.raises(SystemExit, match="task type 1"):
         cfg_of("--task-types", "1,2")
     assert cfg_of("--task-types", "1,2", "--expert", "walkthrough").task_types == "1,2"
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="unknown --expert 'oracle'; expected search or walkthrough"):
         cfg_of("--expert", "oracle")
 
 
@@ -176,8 +230,11 @@ def test_rl_env_backend_micro_batch_and_validity_reach_train_ppo(tmp_path):
     for backend in ("local", "ray"):  # the held-out evaluations' engines
         cmd = eval_command(cfg_of("--eval-env-backend", backend), state_in(tmp_path), "m", tmp_path / "ev", (0,))
         assert cmd[cmd.index("--alfworld-backend") + 1] == backend
-    for bad in (["--rl-env-backend", "docker"], ["--eval-env-backend", "docker"], ["--rl-validity", "listed"],
-                ["--rl-micro-batch", "3", "--rl-mini-batch-steps", "32"], ["--rl-micro-batch", "0"]):
+    for flag in ("--rl-env-backend", "--eval-env-backend"):
+        with pytest.raises(SystemExit, match=f"unknown {flag} 'docker'; expected ray or local"):
+            cfg_of(flag, "docker")
+    for bad in (["--rl-validity", "listed"], ["--rl-micro-batch", "3", "--rl-mini-batch-steps", "32"],
+                ["--rl-micro-batch", "0"]):
         with pytest.raises(SystemExit):
             cfg_of(*bad)
 
