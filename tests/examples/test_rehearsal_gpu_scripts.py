@@ -46,7 +46,8 @@ def rehearse(script: str, save: str) -> subprocess.CompletedProcess:
 
 
 # CI time: the ALFWorld script's one-node rehearsal is opt-in (GACA_REHEARSAL_SINGLE_NODE_ALFWORLD=1); CI runs it on two
-# nodes instead (tests/examples/test_rehearsal_multinode.py, with the same KL / log-prob checks) and WebShop on one node
+# nodes instead (the killed and resumed run of tests/examples/test_rehearsal_resume.py, with the same KL / log-prob
+# checks: test_rehearsal_multinode.check_two_node_run) and WebShop on one node
 SINGLE_NODE_ENVS = (["alfworld"] if os.environ.get("GACA_REHEARSAL_SINGLE_NODE_ALFWORLD") == "1" else []) + ["webshop"]
 
 

