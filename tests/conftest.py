@@ -82,3 +82,17 @@ def pytest_collection_modifyitems(config, items):
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_ray():
+    """A test that leaves a Ray instance of its own running fails (at teardown, named): the next test that starts its
+    own Ray would fail instead, far from the cause (``ray.init`` twice), as CI once did. A Ray started by a fixture
+    of a wider scope (a module's cluster) is not this test's."""
+    before = "ray" in sys.modules and sys.modules["ray"].is_initialized()
+    yield
+    ray = sys.modules.get("ray")
+    if ray is not None and not before and ray.is_initialized():
+        ray.shutdown()
+        pytest.fail("this test left Ray initialized (an API such as ray.get_runtime_context() starts one when none "
+                    "runs); it was shut down so that later tests get their own", pytrace=False)

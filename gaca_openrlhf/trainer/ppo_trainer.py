@@ -169,7 +169,8 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         self._probe = None  # (prompt ids) of a few step samples, for the post-sync log-prob gap
         self._last_gap: dict = {}
         self._windows: dict = {}  # this iteration's (start, end) wall-clock times of training and sync
-        actor_id = ray.get_runtime_context().get_actor_id()  # None outside a Ray actor: nobody watches then
+        # None outside a Ray actor (nobody watches then); get_runtime_context() would start a Ray of its own there
+        actor_id = ray.get_runtime_context().get_actor_id() if ray.is_initialized() else None
         self.progress = ProgressReporter(progress_key(actor_id)) if actor_id else NoProgress()
 
     # ---- one iteration ----

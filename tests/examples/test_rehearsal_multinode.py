@@ -12,8 +12,9 @@ the script's own check (``REHEARSAL 2 NODES PASS``), 0 failed episodes, finite K
 policy loss, no non-finite log-prob, and rehearsal.json with the policy ranks, reference ranks and engines on both
 nodes, the env workers and the trainer on nodes of the cluster; the cluster stopped and its state dir removed. A
 separate fresh two-node ALFWorld run checked nothing more (one run and one cluster start-up less: CI time). Here:
-the WebShop script's two-node run, the same checks (no env workers: its episodes run in the engines), opt-in with
-GACA_REHEARSAL_MULTINODE_WEBSHOP=1 (CI time).
+the WebShop script's two-node run, the same checks (no env workers: its episodes run in the engines) and those of the
+one-node rehearsal that do not depend on the node count (sync gap, mini-batch count, checkpoints, sleep/wake calls;
+the one-node run itself is opt-in, CI time).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import tempfile
 
 import pytest
 from script_fakes import write_fake_python  # same folder (rootdir import mode)
+from test_rehearsal_gpu_scripts import check_sleep_calls, check_training_rows
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GPU = os.path.join(ROOT, "examples", "gpu")
@@ -181,14 +183,10 @@ def check_two_node_run(save: str, out: str, env_name: str) -> None:
     assert "local Ray cluster of 2 nodes" in out and "[local_cluster] stopped" in out
 
 
-#: CI runs the ALFWorld script on two nodes in test_rehearsal_resume.py (its resumed run: check_two_node_run); the
-#: WebShop script's two-node rehearsal is opt-in (CI time)
-WEBSHOP = os.environ.get("GACA_REHEARSAL_MULTINODE_WEBSHOP") == "1"
-
-
+# CI's two-node rehearsal of each GACA script: ALFWorld's is the resumed run of test_rehearsal_resume.py, WebShop's
+# is here; both also carry the one-node rehearsal's checks that do not depend on the node count (that one-node run is
+# opt-in: test_rehearsal_gpu_scripts.py)
 @pytest.mark.slow
-@pytest.mark.skipif(not WEBSHOP, reason="opt-in: GACA_REHEARSAL_MULTINODE_WEBSHOP=1 (CI time; CI's two-node "
-                                        "rehearsal is ALFWorld's, in test_rehearsal_resume.py)")
 @pytest.mark.parametrize("env_name", ["webshop"])
 def test_two_node_rehearsal_of_the_gaca_script(env_name):
     save = tempfile.mkdtemp(prefix=f"gaca-rehearsal-2n-{env_name}-")
@@ -200,6 +198,10 @@ def test_two_node_rehearsal_of_the_gaca_script(env_name):
         with open(os.path.join(save, "metrics.jsonl")) as f:
             assert len([line for line in f if line.strip()]) == 2
         check_two_node_run(save, out, env_name)
+        with open(os.path.join(save, "metrics.jsonl")) as f:
+            check_training_rows(save, [json.loads(line) for line in f if line.strip()])
+        with open(os.path.join(save, "rehearsal.json")) as f:
+            check_sleep_calls(json.load(f))
         assert cluster_dirs() - before == set()  # the cluster was stopped and its state dir removed
     finally:
         if not os.environ.get("GACA_KEEP_REHEARSAL"):

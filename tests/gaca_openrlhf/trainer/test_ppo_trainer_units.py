@@ -11,11 +11,13 @@ from __future__ import annotations
 import types
 
 import pytest
+import ray
 import torch
 
 import gaca_openrlhf.trainer.ppo_trainer as pt
 from gaca_openrlhf.trainer.minibatch import plan_minibatches
 from gaca_openrlhf.trainer.ppo_trainer import GacaPPOTrainer
+from gaca_openrlhf.trainer.progress import NoProgress
 from gaca_openrlhf.trainer.run_shape import RunShape
 
 BASE = GacaPPOTrainer.__mro__[1]  # OpenRLHF's PPOTrainer actor class
@@ -88,6 +90,9 @@ def test_init_wires_the_step_pieces(monkeypatch, tmp_path):
     torch.manual_seed(7)
     assert torch.equal(drawn, torch.randint(0, 2**31, (3,)))
     assert made["base"] == ("/m", strat, "actor", "critic", "reward", "ref", ["e"], {"temperature": 0.5})
+    # outside a Ray actor nobody watches its progress, and asking Ray who we are must not start a Ray (CI once
+    # failed every later test that started its own)
+    assert isinstance(t.progress, NoProgress) and not ray.is_initialized()
     gen = made["gen"]
     assert gen["strategy"] is strat and gen["prompts_dataloader"] == list(range(10))
     assert gen["eval_dataloader"] == "eval-dl" and gen["tokenizer"] == "tok" and gen["vllm_engines"] == ["e"]
