@@ -334,17 +334,25 @@ def plot_record(rec_dir) -> Path | None:
 
 
 MARK = re.compile(r"(<!-- results:([\w.-]+) -->\n)(.*?)(<!-- /results:\2 -->)", re.S)
+#: a setting chosen on the validation panel among records (:mod:`.choice`): ``<!-- choice:KEY:NAME1,NAME2 -->``
+CHOICE_MARK = re.compile(r"(<!-- choice:(\w+):([\w.,-]+) -->\n)(.*?)(<!-- /choice:\2 -->)", re.S)
 
 
 def render_readme(text: str, results: Path) -> str:
-    """``text`` with every marked block replaced by its record's table."""
+    """``text`` with every marked block replaced by its record's table (and every choice block by its choice)."""
     def sub(m: re.Match) -> str:
         rec_dir = results / m.group(2)
         if not (rec_dir / "record.json").is_file():
             raise FileNotFoundError(f"README cites results/{m.group(2)}, which has no record.json")
         return m.group(1) + render_record(rec_dir) + "\n" + m.group(4)
 
-    return MARK.sub(sub, text)
+    def sub_choice(m: re.Match) -> str:
+        from .choice import render_choice
+
+        table = render_choice(results, m.group(3).split(","), m.group(2), order=_order)
+        return m.group(1) + table + "\n" + m.group(5)
+
+    return CHOICE_MARK.sub(sub_choice, MARK.sub(sub, text))
 
 
 def main(argv=None) -> int:
