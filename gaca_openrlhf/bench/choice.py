@@ -108,11 +108,7 @@ def choose(rec_dirs, key: str) -> dict[str, list[Option]]:
 
 def chosen(options: list[Option]) -> Option:
     """The option with the highest mean validation success; the first (the current default) on a tie."""
-    best = options[0]
-    for o in options[1:]:
-        if o.success.mean > best.success.mean:
-            best = o
-    return best
+    return max(options, key=lambda o: o.success.mean)  # max keeps the first of equal ones
 
 
 def render_choice(results, names: list[str], key: str, order=sorted) -> str:
