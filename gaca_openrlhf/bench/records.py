@@ -16,7 +16,10 @@ after N RL iterations: the learning curve).
 
 ``render`` replaces the text between ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->`` in README.md with the
 table of ``results/NAME``; without ``--write`` it exits 1 when the README disagrees (tests/gaca_openrlhf/bench/
-test_records.py runs it). Intervals: :mod:`gaca_openrlhf.report.stats` (crossed bootstrap over training seeds and
+test_records.py runs it). ``<!-- choice:KEY:NAME1,NAME2 -->`` blocks get the choice of setting KEY on the
+validation panel among those records (:mod:`.choice`); ``<!-- chosen:KEY:NAME1,NAME2 -->`` blocks the compare with
+each method at its chosen value (:func:`render_chosen`). Games are paired by their identity (task folder/trial), not
+by where a machine keeps its data. Intervals: :mod:`gaca_openrlhf.report.stats` (crossed bootstrap over training seeds and
 test games, fixed bootstrap seed, so the same records always render the same text).
 """
 from __future__ import annotations
@@ -128,6 +131,19 @@ def setting_line(cfg: dict, cpu: str) -> str:
             + f"; evaluation temperature {cfg.get('eval_temperature')}; CPU: {cpu}")
 
 
+def _read_panel(path: Path) -> list[dict]:
+    """A panel's episodes with ``task`` reduced to the game's identity (:func:`.choice.game_id`), so that records
+    written on machines with another data folder pair game by game; two games with one identity are an error."""
+    from .choice import game_id
+
+    episodes = _read_jsonl(path)
+    tasks = {str(ep["task"]) for ep in episodes}
+    ids = {game_id(t) for t in tasks}
+    if len(ids) != len(tasks):
+        raise ValueError(f"{path}: {len(tasks)} games but {len(ids)} game identities (task folder/trial)")
+    return [dict(ep, task=game_id(ep["task"])) for ep in episodes]
+
+
 def _matrices(rec_dir: Path, panel: str):
     """{method: (seeds x games) success matrix} and the warm start's (1 x games), over the same games."""
     from gaca_openrlhf.report.stats import success_matrix
@@ -136,13 +152,13 @@ def _matrices(rec_dir: Path, panel: str):
     warm_file = ep_root / "warm_start" / f"{panel}.jsonl"
     if not warm_file.is_file():
         return None, {}
-    warm, games = success_matrix({0: _read_jsonl(warm_file)})
+    warm, games = success_matrix({0: _read_panel(warm_file)})
     by_method: dict[str, dict[int, list]] = {}
     for d in sorted(ep_root.iterdir()):
         if d.name == "warm_start" or not (d / f"{panel}.jsonl").is_file():
             continue
         method, seed = d.name.rsplit("_seed", 1)
-        by_method.setdefault(method, {})[int(seed)] = _read_jsonl(d / f"{panel}.jsonl")
+        by_method.setdefault(method, {})[int(seed)] = _read_panel(d / f"{panel}.jsonl")
     mats = {m: success_matrix(v, games)[0] for m, v in by_method.items()}
     return warm, mats
 
@@ -151,20 +167,14 @@ def _order(methods) -> list[str]:
     return sorted(methods, key=lambda m: (METHOD_ORDER.index(m) if m in METHOD_ORDER else 99, m))
 
 
-def render_record(rec_dir) -> str:
-    """Markdown of one record: setting, success per method and panel with intervals, gains, paired differences."""
+def _table_lines(panels, mats_by_panel: dict, label=str.upper) -> list[str]:
+    """The success table (warm start, then one row per method: success and gain on each panel) and the paired
+    differences between methods; ``mats_by_panel``: {panel: (warm matrix, {method: matrix})}."""
     from gaca_openrlhf.report.stats import difference, interval
 
-    rec_dir = Path(rec_dir)
-    rec = json.loads((rec_dir / "record.json").read_text())
-    cfg = rec.get("config", {})
-    panels = [(p, title) for p, title in PANELS if (rec_dir / "episodes" / "warm_start" / f"{p}.jsonl").is_file()]
-    lines = [f"Record `results/{rec_dir.name}` ({rec.get('what') or 'run'}; commit {str(rec.get('git_commit'))[:7]}, "
-             f"started {rec.get('started_utc')}). Setting: {setting_line(cfg, rec.get('cpu', '?'))}.", ""]
-    mats_by_panel = {p: _matrices(rec_dir, p) for p, _ in panels}
     header = "| | training seeds | " + " | ".join(
         f"{title} ({mats_by_panel[p][0].shape[1]} games): success % [95% CI] / gain (points)" for p, title in panels)
-    lines += [header + " |", "|---|---|" + "---|" * len(panels)]
+    lines = [header + " |", "|---|---|" + "---|" * len(panels)]
     all_methods: set = set()
     for p, _ in panels:
         all_methods |= set(mats_by_panel[p][1])
@@ -179,15 +189,32 @@ def render_record(rec_dir) -> str:
                 continue
             seeds = str(mats[m].shape[0])
             cells.append(f"{interval(mats[m]).fmt_level()} / {difference(mats[m], warm).fmt()}")
-        lines.append(f"| {m.upper()} | {seeds} | " + " | ".join(cells) + " |")
+        lines.append(f"| {label(m)} | {seeds} | " + " | ".join(cells) + " |")
     methods = _order(all_methods)
     pairs = [(a, b) for i, a in enumerate(methods) for b in methods[:i]]
     if pairs:
         lines += ["", "Paired differences (points; games shared, seeds resampled per method): "
-                  + "; ".join(f"{a.upper()} - {b.upper()}: " + ", ".join(
+                  + "; ".join(f"{label(a)} - {label(b)}: " + ", ".join(
                       f"{title} {difference(mats_by_panel[p][1][a], mats_by_panel[p][1][b]).fmt()}"
                       for p, title in panels if a in mats_by_panel[p][1] and b in mats_by_panel[p][1])
                       for a, b in pairs) + "."]
+    return lines
+
+
+def _panels(rec_dir: Path) -> list[tuple[str, str]]:
+    return [(p, title) for p, title in PANELS if (rec_dir / "episodes" / "warm_start" / f"{p}.jsonl").is_file()]
+
+
+def render_record(rec_dir) -> str:
+    """Markdown of one record: setting, success per method and panel with intervals, gains, paired differences."""
+    rec_dir = Path(rec_dir)
+    rec = json.loads((rec_dir / "record.json").read_text())
+    cfg = rec.get("config", {})
+    panels = _panels(rec_dir)
+    lines = [f"Record `results/{rec_dir.name}` ({rec.get('what') or 'run'}; commit {str(rec.get('git_commit'))[:7]}, "
+             f"started {rec.get('started_utc')}). Setting: {setting_line(cfg, rec.get('cpu', '?'))}.", ""]
+    mats_by_panel = {p: _matrices(rec_dir, p) for p, _ in panels}
+    lines += _table_lines(panels, mats_by_panel)
     lines += target_lines(cfg, mats_by_panel)
     lines += val_curve_lines(rec_dir, rec.get("config", {}).get("rl_iterations"))
     walls = [v.get("rl_wall_s") for v in rec.get("runs", {}).values() if v.get("rl_wall_s")]
@@ -197,6 +224,45 @@ def render_record(rec_dir) -> str:
                   f"({min(walls) / 60:.1f}-{max(walls) / 60:.1f} min each); {len(evals)} evaluations, "
                   f"{sum(evals) / 60:.0f} min; {rec.get('cpus')} CPU cores." if walls else
                   f"Compute: {len(evals)} evaluations, {sum(evals) / 60:.0f} min; {rec.get('cpus')} CPU cores."]
+    return "\n".join(lines)
+
+
+def render_chosen(results, names: list[str], key: str) -> str:
+    """The compare with each method at its own value of ``key`` chosen on the validation panel (:mod:`.choice`):
+    a method's row holds every training seed of the record of its chosen value; the test panels, the warm start
+    (which every record must share, episode by episode) and the paired differences as in :func:`render_record`."""
+    from .choice import choose, chosen
+
+    results = Path(results)
+    missing = [n for n in names if not (results / n / "record.json").is_file()]
+    if missing:
+        raise FileNotFoundError(f"the compare at the chosen {key} cites results/{missing[0]}, "
+                                "which has no record.json")
+    picks = {m: chosen(opts) for m, opts in choose([results / n for n in names], key).items()}
+    if not picks:
+        return f"Compare at the chosen `{key}`: no method has a training seed in every record of the choice yet."
+    dirs = [results / n for n in names]
+    panels = [pt for pt in _panels(dirs[0]) if all(pt in _panels(d) for d in dirs[1:])]
+
+    def outcomes(d: Path, panel: str):  # the warm start's (game, won) pairs, independent of the data folder
+        eps = _read_panel(d / "episodes" / "warm_start" / f"{panel}.jsonl")
+        return sorted((ep["task"], bool(ep["won"])) for ep in eps)
+
+    mats_by_panel = {}
+    for p, _ in panels:
+        for d in dirs[1:]:
+            if outcomes(d, p) != outcomes(dirs[0], p):
+                raise ValueError(f"results/{d.name} and results/{dirs[0].name} have different warm starts on panel "
+                                 f"{p!r}: not one compare")
+        warm = _matrices(dirs[0], p)[0]
+        mats_by_panel[p] = (warm, {m: _matrices(results / o.record, p)[1][m] for m, o in picks.items()})
+    rec = json.loads((dirs[0] / "record.json").read_text())
+    setting = setting_line(dict(rec.get("config", {}), **{key: "chosen per method"}), rec.get("cpu", "?"))
+    lines = [f"Compare with each method at its `{key}` chosen on the validation panel ("
+             + ", ".join(f"{m.upper()} {picks[m].value} from `results/{picks[m].record}`" for m in _order(picks))
+             + f"); every training seed of that record; setting as in `results/{dirs[0].name}` but for {key}: "
+             f"{setting}. The validation column is the panel the choice was made on, not a test.", ""]
+    lines += _table_lines(panels, mats_by_panel, label=lambda m: f"{m.upper()} ({key} {picks[m].value})")
     return "\n".join(lines)
 
 
@@ -336,6 +402,8 @@ def plot_record(rec_dir) -> Path | None:
 MARK = re.compile(r"(<!-- results:([\w.-]+) -->\n)(.*?)(<!-- /results:\2 -->)", re.S)
 #: a setting chosen on the validation panel among records (:mod:`.choice`): ``<!-- choice:KEY:NAME1,NAME2 -->``
 CHOICE_MARK = re.compile(r"(<!-- choice:(\w+):([\w.,-]+) -->\n)(.*?)(<!-- /choice:\2 -->)", re.S)
+#: the compare at each method's chosen setting (:func:`render_chosen`): ``<!-- chosen:KEY:NAME1,NAME2 -->``
+CHOSEN_MARK = re.compile(r"(<!-- chosen:(\w+):([\w.,-]+) -->\n)(.*?)(<!-- /chosen:\2 -->)", re.S)
 
 
 def render_readme(text: str, results: Path) -> str:
@@ -352,7 +420,10 @@ def render_readme(text: str, results: Path) -> str:
         table = render_choice(results, m.group(3).split(","), m.group(2), order=_order)
         return m.group(1) + table + "\n" + m.group(5)
 
-    return CHOICE_MARK.sub(sub_choice, MARK.sub(sub, text))
+    def sub_chosen(m: re.Match) -> str:
+        return m.group(1) + render_chosen(results, m.group(3).split(","), m.group(2)) + "\n" + m.group(5)
+
+    return CHOSEN_MARK.sub(sub_chosen, CHOICE_MARK.sub(sub_choice, MARK.sub(sub, text)))
 
 
 def main(argv=None) -> int:

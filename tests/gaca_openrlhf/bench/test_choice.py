@@ -9,20 +9,21 @@ import json
 import pytest
 
 from gaca_openrlhf.bench.choice import check_comparable, choose, chosen, game_id, render_choice
-from gaca_openrlhf.bench.records import render_readme
+from gaca_openrlhf.bench.records import render_chosen, render_readme
 
 GAMES = [f"pick_and_place_simple-Obj-None-Rec-{i}/trial_{i:02d}" for i in range(4)]
 BASE = {"env": "alfworld", "rl_iterations": 8, "rl_validity": "admissible", "rl_seeds": [0], "methods": ["gaca"],
         "num_envs": 16}
 
 
-def write_record(root, name, lr, runs, root_dir="/root/.cache/q/json_2.1.1/valid_seen", **cfg):
-    """``runs``: {(method, seed): {panel: [won per game]}}."""
+def write_record(root, name, lr, runs, root_dir="/root/.cache/q/json_2.1.1/valid_seen", warm=None, **cfg):
+    """``runs``: {(method, seed): {panel: [won per game]}}; ``warm``: the warm start's {panel: [won per game]}."""
     d = root / name
     (d / "episodes").mkdir(parents=True)
     (d / "record.json").write_text(json.dumps({"config": {**BASE, "rl_lr": lr, **cfg}, "what": name}))
-    for (method, seed), panels in runs.items():
-        ep = d / "episodes" / f"{method}_seed{seed}"
+    labels = {**({"warm_start": warm} if warm else {}), **{f"{m}_seed{s}": v for (m, s), v in runs.items()}}
+    for label, panels in labels.items():
+        ep = d / "episodes" / label
         ep.mkdir()
         for panel, wins in panels.items():
             (ep / f"{panel}.jsonl").write_text("".join(
@@ -90,3 +91,56 @@ def test_no_shared_seed_is_said_not_guessed(tmp_path):
     write_record(tmp_path, "lr_b", 3e-4, {("gaca", 1): {"val": [1, 1, 1, 0]}})
     assert choose([tmp_path / "lr_a", tmp_path / "lr_b"], "rl_lr") == {}
     assert "no method has a training seed in every record yet" in render_choice(tmp_path, ["lr_a", "lr_b"], "rl_lr")
+
+
+# ------------------------------------------------------------------ the compare at each method's chosen value
+WARM = {"test": [1, 0, 0, 0], "val": [1, 0, 0, 0]}
+
+
+def _rows(text):
+    return {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
+            for line in text.splitlines() if line.startswith("| ")}
+
+
+def test_each_method_is_reported_from_the_record_of_its_chosen_value_with_all_its_seeds(tmp_path):
+    # choice on seed 0 (the seed both records have): grpo ties (val 2/4 both) -> keeps lr 1e-4 (record a, 2 seeds);
+    # gaca 1/4 at 1e-4, 3/4 at 3e-4 -> record b (its 1 seed)
+    write_record(tmp_path, "a", 1e-4, {("grpo", 0): {"test": [1, 1, 0, 0], "val": [1, 1, 0, 0]},
+                                       ("grpo", 1): {"test": [1, 1, 1, 1], "val": [0, 0, 0, 0]},
+                                       ("gaca", 0): {"test": [1, 1, 1, 1], "val": [1, 0, 0, 0]},
+                                       ("gaca", 1): {"test": [1, 1, 1, 1], "val": [1, 1, 1, 1]}}, warm=WARM)
+    write_record(tmp_path, "b", 3e-4, {("grpo", 0): {"test": [0, 0, 0, 0], "val": [0, 0, 1, 1]},
+                                       ("gaca", 0): {"test": [0, 1, 1, 0], "val": [1, 1, 1, 0]}}, warm=WARM,
+                 root_dir="/elsewhere/valid_seen")  # another machine's data folder: still the same games
+    out = render_chosen(tmp_path, ["a", "b"], "rl_lr")
+    rows = _rows(out)
+    # GRPO from a, seeds 0-1: test (2 + 4) / 8 = 75 %, gain over the warm start's 25 %: +50
+    assert rows["GRPO (rl_lr 0.0001)"][1] == "2" and rows["GRPO (rl_lr 0.0001)"][2].startswith("75.0 [")
+    assert rows["GRPO (rl_lr 0.0001)"][2].split(" / ")[1].startswith("+50.0 [")
+    # GACA from b, seed 0 only: test 2/4 = 50 %; a's perfect gaca runs must not leak in
+    assert rows["GACA (rl_lr 0.0003)"][1] == "1" and rows["GACA (rl_lr 0.0003)"][2].startswith("50.0 [")
+    assert rows["warm start"][2].startswith("25.0 [")
+    assert "GACA (rl_lr 0.0003) - GRPO (rl_lr 0.0001): test: valid_seen -25.0 [" in out
+    assert "lr chosen per method" in out and "lr 0.0001" not in out.split("\n")[0].split("setting as in")[1]
+    # in the README: rendered between its marks, and rendering again changes nothing
+    text = "x\n<!-- chosen:rl_lr:a,b -->\nstale\n<!-- /chosen:rl_lr -->\n"
+    once = render_readme(text, tmp_path)
+    assert "stale" not in once and out in once and render_readme(once, tmp_path) == once
+
+
+def test_records_with_different_warm_starts_are_not_one_compare(tmp_path):
+    write_record(tmp_path, "a", 1e-4, {("gaca", 0): {"test": [1, 1, 0, 0], "val": [1, 0, 0, 0]}}, warm=WARM)
+    write_record(tmp_path, "b", 3e-4, {("gaca", 0): {"test": [1, 1, 0, 0], "val": [1, 1, 0, 0]}},
+                 warm={"test": [0, 1, 0, 0], "val": [1, 0, 0, 0]})
+    with pytest.raises(ValueError, match="different warm starts on panel 'test'"):
+        render_chosen(tmp_path, ["a", "b"], "rl_lr")
+
+
+def test_two_games_with_one_identity_are_refused(tmp_path):
+    d = write_record(tmp_path, "a", 1e-4, {("gaca", 0): {"test": [1, 0, 0, 0], "val": [1, 0, 0, 0]}}, warm=WARM)
+    f = d / "episodes" / "warm_start" / "test.jsonl"
+    f.write_text(f.read_text().replace("/root/.cache/q/json_2.1.1/valid_seen/" + GAMES[1],
+                                       "/other/valid_seen/" + GAMES[0], 1))  # two folders, one task/trial
+    write_record(tmp_path, "b", 3e-4, {("gaca", 0): {"test": [1, 0, 0, 0], "val": [1, 1, 0, 0]}}, warm=WARM)
+    with pytest.raises(ValueError, match="4 games but 3 game identities"):
+        render_chosen(tmp_path, ["a", "b"], "rl_lr")
