@@ -123,6 +123,13 @@ def setup_step_dynamic_batch(buffer, strategy, updates: int, budget: int, seed: 
     buffer.sample_batch_size = 1
 
 
+#: checkpoint entry holding the global torch (CPU) RNG state: OpenRLHF's ppo_train shuffles the replay buffer with a
+#: DataLoader that seeds itself from that generator, so without it a resumed run trains on the same samples in another
+#: micro-batch order (weights equal to the last bits only). DeepSpeed keeps one copy (data-parallel rank 0's); every
+#: rank's is the same, all being seeded alike and drawn alike.
+TORCH_RNG_KEY = "gaca_torch_rng_state"
+
+
 class StepPolicyMixin:
     forward_with_entropy = policy_forward_with_entropy  # experience forward + per-step entropy (EMPG; .entropy)
 
@@ -132,6 +139,9 @@ class StepPolicyMixin:
         chunk = int(getattr(getattr(strategy.args, "run", None), "logprob_chunk_size", 0) or 0)
         if install_chunked_forward(self.actor, chunk):
             strategy.print(f"[gaca] log-probs/entropy in chunks of {chunk} tokens (no full-vocabulary logits)")
+        rng = (getattr(self, "checkpoint_states", None) or {}).get(TORCH_RNG_KEY)
+        if rng is not None:  # resumed: the next ppo_train shuffles its micro-batches as the uninterrupted run's did
+            torch.set_rng_state(rng)
         return out
 
     def set_iteration_batch(self, plan: MiniBatchPlan, iteration: int | None = None) -> int:
@@ -186,6 +196,8 @@ class StepPolicyMixin:
         return status
 
     def save_checkpoint(self, tag, client_states=None, metric_value=None, metric_key=None):
+        """OpenRLHF's checkpoint plus this rank's global torch RNG state (see :data:`TORCH_RNG_KEY`)."""
+        client_states = dict(client_states or {}, **{TORCH_RNG_KEY: torch.get_rng_state()})
         super().save_checkpoint(tag, client_states, metric_value=metric_value, metric_key=metric_key)
         args = self.strategy.args
         if args.ckpt.save_hf and torch.distributed.get_rank() == 0:
