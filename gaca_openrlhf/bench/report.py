@@ -1,7 +1,9 @@
 """Quickstart and comparison reports: tables over seeds, learning curves, lambda plots, paired comparison.
 
-Statistics: "mean +- SD" is the mean over seeds and the *population* standard deviation (divide by n), as the issue
-asks; per-task-type numbers come from each evaluation's ``per_task_type`` block. The per-run plots (training success,
+Statistics: success on each panel is the mean over training seeds and the panel's games with a 95 % crossed-bootstrap
+interval over both (:mod:`gaca_openrlhf.report.stats`; gains and method differences paired by game), headed by the
+setting the numbers hold for; "mean +- SD" beside it is the mean over seeds and the *population* standard deviation
+(divide by n); per-task-type numbers come from each evaluation's ``per_task_type`` block. The per-run plots (training success,
 lambda, valid-action ratio, timings) are drawn by :func:`gaca_openrlhf.report.build.make_plots`; the plots that
 are specific to this benchmark (before/after learning curve, mean/SD bands across training seeds) are drawn here.
 """
@@ -339,6 +341,33 @@ def write_quickstart_report(out: Path, cfg, st, record: dict, timings: dict) -> 
     return f"{out / 'report.md'}"
 
 
+def compare_matrices(st) -> tuple[list[tuple[str, str]], dict]:
+    """The compare's panels and ``{panel: (warm start matrix, {method: (training seeds x games) matrix})}`` from its
+    evaluation folders (the shape :func:`gaca_openrlhf.bench.records._table_lines` renders); only panels the warm
+    start and every run were evaluated on."""
+    from gaca_openrlhf.report.stats import success_matrix
+
+    def episodes(path):
+        return [e for r in load_eval_dir(path) for e in r.get("episodes", [])]
+
+    labels = [label for label in st.runs if label in st.evals]
+    panels, mats_by_panel = [], {}
+    for sub, title in PANEL_TITLES:
+        warm_eps = episodes(Path(st.evals["warm_start"]) / sub)
+        by_label = {label: episodes(Path(st.evals[label]) / sub) for label in labels}
+        if not warm_eps or not by_label or not all(by_label.values()):
+            continue
+        warm, games = success_matrix({0: warm_eps})
+        by_method: dict[str, dict[int, list]] = {}
+        for label, eps in by_label.items():
+            method, seed = label.rsplit("_seed", 1)
+            by_method.setdefault(method, {})[int(seed)] = eps
+        key = sub or "test"
+        panels.append((key, title))
+        mats_by_panel[key] = (warm, {m: success_matrix(v, games)[0] for m, v in by_method.items()})
+    return panels, mats_by_panel
+
+
 def write_compare_report(out: Path, cfg, st, record: dict, timings: dict) -> str:
     """Comparison of methods trained from the same warm start: curves with SD bands, final success, paired wins."""
     plots = out / "plots"
@@ -360,8 +389,21 @@ def write_compare_report(out: Path, cfg, st, record: dict, timings: dict) -> str
         m, sd = mean_pop_sd(vals)
         rows.append([method, pm(m, sd), ", ".join(f"{s}: {pct(final[method][s])}" for s in sorted(final[method]))])
     pairs = [[a, b, f"{w} / {t} / {lo}"] for a, b, w, t, lo in paired_wins(final)]
+    from dataclasses import asdict
+
+    from gaca_openrlhf.bench.records import _order, _table_lines, cpu_model, setting_line
+    from gaca_openrlhf.report.stats import difference, interval
+
+    setting = setting_line(asdict(cfg), record.get("cpu_model") or cpu_model())
+    panels, mats_by_panel = compare_matrices(st)
     md = [
         f"# GRPO vs GiGPO vs GACA from one warm start ({record.get('mode')}, {cfg.env})", "",
+        f"Setting: {setting}.", "",
+        "## Test and validation panels", "",
+        "Success % (mean over training seeds and the panel's games, 95 % bootstrap interval over both: "
+        "`gaca_openrlhf/report/stats.py`), gain over the warm start in points, and the paired differences between "
+        "methods (games shared). Defaults are chosen on the validation panel, never on a test panel.", "",
+        *(_table_lines(panels, mats_by_panel) if panels else ["(no panel)"]), "",
         "## Setup", "", _data_md(cfg, st), "", _sft_md(st), "",
         f"Each method: {cfg.rl_iterations} iterations x {cfg.rl_tasks_per_iter} tasks x n={cfg.rl_n}, lr {cfg.rl_lr}, "
         f"rollout temperature {cfg.rl_temperature}, "
@@ -369,7 +411,7 @@ def write_compare_report(out: Path, cfg, st, record: dict, timings: dict) -> str
         f"training seeds {', '.join(map(str, cfg.rl_seeds))} (same budget, same tasks, same warm start). Held-out "
         f"evaluation seeds {', '.join(map(str, cfg.eval_seeds))}; a run's final success is its mean over those seeds.",
         "", f"Warm start on the held-out panel: {pm(mb, sb)} %.", "",
-        "## Final held-out success (%; mean +- population SD over training seeds)", "",
+        "## Per training seed (test panel valid_seen, %; mean +- population SD over training seeds)", "",
         table(["method", "final success", "per training seed"], rows), "",
         "## Paired comparison (same training seed)", "",
         table(["method A", "method B", "A wins / ties / B wins"], pairs), "",
@@ -377,13 +419,21 @@ def write_compare_report(out: Path, cfg, st, record: dict, timings: dict) -> str
         "## Provenance", "", _provenance_md(record, timings), "",
     ]
     (out / "report.md").write_text("\n".join(md))
-    summary = {"warm_start": {"mean": mb, "pop_sd": sb}, "final": final,
+    panel_stats = {title: {"warm_start": vars(interval(mats_by_panel[p][0])),
+                           **{m: {"success": vars(interval(x)), "gain": vars(difference(x, mats_by_panel[p][0]))}
+                              for m, x in mats_by_panel[p][1].items()}} for p, title in panels}
+    summary = {"setting": setting, "panels": panel_stats, "warm_start": {"mean": mb, "pop_sd": sb}, "final": final,
                "final_stats": {m: mean_pop_sd(v.values()) for m, v in final.items()},
                "paired": paired_wins(final)}
     _finish(out, record, timings, summary)
-    text = ("final held-out success (mean +- population SD over training seeds):\n"
-            + "\n".join(f"  {r[0]:6s} {r[1]} %" for r in rows)
-            + f"\nwarm start {pm(mb, sb)} %\nreport: {out / 'report.md'}\nlogs:   {out / 'logs'}")
+    lines = [f"setting: {setting}", "success % [95 % CI over training seeds and games] / gain over the warm start "
+             "(points):"]
+    for p, title in panels:
+        warm, mats = mats_by_panel[p]
+        lines.append(f"  {title} ({warm.shape[1]} games): warm start {interval(warm).fmt_level()}")
+        lines += [f"    {m:6s} {interval(x).fmt_level()} / {difference(x, warm).fmt()}   ({x.shape[0]} training seeds)"
+                  for m, x in ((m, mats[m]) for m in _order(mats))]
+    text = "\n".join(lines) + f"\nreport: {out / 'report.md'}\nlogs:   {out / 'logs'}"
     (out / "summary.txt").write_text(text + "\n")
     return f"{out / 'report.md'}"
 

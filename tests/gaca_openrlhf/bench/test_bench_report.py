@@ -118,6 +118,17 @@ def test_compare_report_tables_and_bands(tmp_path):
     assert "| gaca | 75.0 +- 25.0 |" in md and "| grpo | 25.0 +- 25.0 |" in md
     assert "| gaca | grpo | 2 / 0 / 0 |" in md
     assert (tmp_path / "plots" / "success_rate_bands.png").stat().st_size > 1000
+    # the panel table with intervals over seeds and games: warm 0/2; grpo (0 + 1) / 4 = 25 %; gaca 3/4 = 75 %
+    assert "Setting: generated ALFWorld games" in md and "15-step cap" in md
+    assert "| warm start | - | 0.0 [0.0, 0.0] |" in md
+    assert "| GRPO | 2 | 25.0 [" in md and "/ +25.0 [" in md and "| GACA | 2 | 75.0 [" in md and "/ +75.0 [" in md
+    assert "GACA - GRPO: test: valid_seen +50.0 [" in md
+    text = (tmp_path / "summary.txt").read_text()
+    assert text.startswith("setting: generated ALFWorld games")
+    assert "    gaca   75.0 [" in text and "/ +75.0 [" in text and "    grpo   25.0 [" in text
+    assert text.index("    grpo ") < text.index("    gaca ")  # the README's order: GRPO, GiGPO, GACA
+    assert json.loads((tmp_path / "summary.json").read_text())["panels"]["test: valid_seen"]["gaca"]["gain"]["mean"] \
+        == pytest.approx(0.75)
 
 
 def test_report_labels_the_easier_subset_and_the_demonstrator():
