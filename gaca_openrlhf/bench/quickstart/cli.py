@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gaca_openrlhf.bench", description=quickstart.__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--smoke", action="store_true", help="minimum sizes (CI path, <= 8 minutes)")
-    p.add_argument("--compare", action="store_true", help="GRPO, GiGPO and GACA from the same warm start, 3 seeds each")
+    p.add_argument("--compare", action="store_true", help="GRPO, GiGPO and GACA from the same warm start, 5 training seeds each")
     from agents.registry import DEFAULT_ENV, specs
 
     p.add_argument("--env", default=DEFAULT_ENV, choices=[s.name for s in specs(with_quickstart=True)])
