@@ -236,6 +236,20 @@ def start(num_nodes: int, gpus_per_node: int, cpus_per_node: int, state_dir: Opt
     return state
 
 
+def _remove_dir(path: str, timeout_s: float = 15.0, log=sys.stderr) -> None:
+    """Remove ``path``, retrying while it reappears or is half removed: a Ray process that is still exiting (its
+    session already signalled) can write a log file into it during the first rmtree (seen once in CI: the state dir
+    outlived the test that stopped its cluster, and was gone moments later)."""
+    deadline = time.monotonic() + timeout_s
+    while os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.isdir(path) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    if os.path.isdir(path):
+        print(f"[local_cluster] could not remove {path} within {timeout_s:.0f} s", file=log, flush=True)
+
+
 def stop(state_dir: str, grace_s: float = 15.0, keep_dir: bool = False, log=sys.stderr) -> List[int]:
     """Stop the cluster of ``state_dir`` (only its own processes) and remove the dir; returns the pids ended."""
     state = read_state(state_dir)
@@ -254,7 +268,7 @@ def stop(state_dir: str, grace_s: float = 15.0, keep_dir: bool = False, log=sys.
     if keep_dir:
         os.remove(os.path.join(state_dir, STATE_FILE))
     else:
-        shutil.rmtree(state_dir, ignore_errors=True)
+        _remove_dir(state_dir, log=log)
     print(f"[local_cluster] stopped {state.get('address')}: {len(ended)} processes ended", file=log, flush=True)
     return ended
 

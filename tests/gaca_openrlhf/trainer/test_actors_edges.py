@@ -125,7 +125,11 @@ def test_hf_checkpoints_rotated_on_save_by_rank_zero(tmp_path, monkeypatch):
                                  print=printed.append)
     monkeypatch.setattr(actors.torch.distributed, "get_rank", lambda: 0)
     a.save_checkpoint("tag", {"k": 1}, metric_value=0.5, metric_key="m")
-    assert a.saved == ("tag", {"k": 1}, 0.5, "m")
+    tag, states, value, key = a.saved
+    assert (tag, value, key) == ("tag", 0.5, "m")
+    # the caller's client state, plus the torch RNG state a resume restores (OpenRLHF shuffles micro-batches with it)
+    assert states.keys() == {"k", actors.TORCH_RNG_KEY} and states["k"] == 1
+    assert actors.torch.equal(states[actors.TORCH_RNG_KEY], actors.torch.get_rng_state())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["global_step2_hf", "global_step3_hf"]
     assert printed == [f"[gaca] removed old HF checkpoint {tmp_path}/global_step1_hf (--ckpt.max_num 2)"]
     monkeypatch.setattr(actors.torch.distributed, "get_rank", lambda: 1)  # other ranks leave the folders alone
@@ -146,3 +150,32 @@ def test_iteration_batch_sizes_are_integers():
     a.actor = SimpleNamespace(model=engine)
     assert a.set_iteration_batch(plan_minibatches(24, micro=2, dp=2, mini_batch_steps=12)) == 3
     assert type(engine.train) is int and engine.train == 12 and type(a.strategy.accumulated_gradient) is int
+
+
+def test_a_resumed_actor_restores_the_checkpoint_s_torch_rng_state(monkeypatch):
+    import torch
+
+    class Base:
+        def init_model_from_pretrained(self, strategy, pretrain, max_steps=None, vllm_engines=None):
+            return "loaded"
+
+    class A(StepPolicyMixin, Base):
+        pass
+
+    torch.manual_seed(123)
+    saved = torch.get_rng_state()
+    expected = torch.rand(3)  # what the uninterrupted run draws next
+    torch.manual_seed(7)  # the resumed process's own state
+    a = A()
+    a.actor = None
+    a.checkpoint_states = {actors.TORCH_RNG_KEY: saved}
+    monkeypatch.setattr(actors, "install_chunked_forward", lambda actor, chunk: False)
+    strategy = SimpleNamespace(args=SimpleNamespace(run=SimpleNamespace(logprob_chunk_size=0)), print=print)
+    assert a.init_model_from_pretrained(strategy, "m") == "loaded"
+    assert torch.equal(torch.rand(3), expected)
+    a.checkpoint_states = {}  # a fresh run: its seeded state is left alone
+    torch.manual_seed(7)
+    fresh = torch.rand(3)
+    torch.manual_seed(7)
+    a.init_model_from_pretrained(strategy, "m")
+    assert torch.equal(torch.rand(3), fresh)
