@@ -3,8 +3,8 @@
 Statistics: success on each panel is the mean over training seeds and the panel's games with a 95 % crossed-bootstrap
 interval over both (:mod:`gaca_openrlhf.report.stats`; gains and method differences paired by game), headed by the
 setting the numbers hold for; "mean +- SD" beside it is the mean over seeds and the *population* standard deviation
-(divide by n); per-task-type numbers come from each evaluation's ``per_task_type`` block. The per-run plots (training success,
-lambda, valid-action ratio, timings) are drawn by :func:`gaca_openrlhf.report.build.make_plots`; the plots that
+(divide by n); per-task-type numbers come from each evaluation's ``per_task_type`` block. The per-run plots
+(training success, lambda, valid-action ratio, timings) are drawn by :func:`gaca_openrlhf.report.build.make_plots`; the plots that
 are specific to this benchmark (before/after learning curve, mean/SD bands across training seeds) are drawn here.
 """
 from __future__ import annotations
@@ -419,20 +419,22 @@ def write_compare_report(out: Path, cfg, st, record: dict, timings: dict) -> str
         "## Provenance", "", _provenance_md(record, timings), "",
     ]
     (out / "report.md").write_text("\n".join(md))
-    panel_stats = {title: {"warm_start": vars(interval(mats_by_panel[p][0])),
-                           **{m: {"success": vars(interval(x)), "gain": vars(difference(x, mats_by_panel[p][0]))}
-                              for m, x in mats_by_panel[p][1].items()}} for p, title in panels}
+    # each interval once (10k bootstrap draws): for summary.json and the console lines
+    stats = {title: (interval(mats_by_panel[p][0]), {m: (interval(x), difference(x, mats_by_panel[p][0]), x.shape[0])
+                                                     for m, x in mats_by_panel[p][1].items()}) for p, title in panels}
+    panel_stats = {title: {"warm_start": vars(warm), **{m: {"success": vars(iv), "gain": vars(gain)}
+                                                         for m, (iv, gain, _) in by_m.items()}}
+                   for title, (warm, by_m) in stats.items()}
     summary = {"setting": setting, "panels": panel_stats, "warm_start": {"mean": mb, "pop_sd": sb}, "final": final,
                "final_stats": {m: mean_pop_sd(v.values()) for m, v in final.items()},
                "paired": paired_wins(final)}
     _finish(out, record, timings, summary)
     lines = [f"setting: {setting}", "success % [95 % CI over training seeds and games] / gain over the warm start "
              "(points):"]
-    for p, title in panels:
-        warm, mats = mats_by_panel[p]
-        lines.append(f"  {title} ({warm.shape[1]} games): warm start {interval(warm).fmt_level()}")
-        lines += [f"    {m:6s} {interval(x).fmt_level()} / {difference(x, warm).fmt()}   ({x.shape[0]} training seeds)"
-                  for m, x in ((m, mats[m]) for m in _order(mats))]
+    for title, (warm, by_m) in stats.items():
+        lines.append(f"  {title} ({warm.games} games): warm start {warm.fmt_level()}")
+        lines += [f"    {m:6s} {by_m[m][0].fmt_level()} / {by_m[m][1].fmt()}   ({by_m[m][2]} training seeds)"
+                  for m in _order(by_m)]
     text = "\n".join(lines) + f"\nreport: {out / 'report.md'}\nlogs:   {out / 'logs'}"
     (out / "summary.txt").write_text(text + "\n")
     return f"{out / 'report.md'}"

@@ -241,11 +241,10 @@ def _remove_dir(path: str, timeout_s: float = 15.0, log=sys.stderr) -> None:
     session already signalled) can write a log file into it during the first rmtree (seen once in CI: the state dir
     outlived the test that stopped its cluster, and was gone moments later)."""
     deadline = time.monotonic() + timeout_s
-    while os.path.isdir(path):
-        shutil.rmtree(path, ignore_errors=True)
-        if not os.path.isdir(path) or time.monotonic() > deadline:
-            break
+    shutil.rmtree(path, ignore_errors=True)
+    while os.path.isdir(path) and time.monotonic() < deadline:
         time.sleep(0.2)
+        shutil.rmtree(path, ignore_errors=True)
     if os.path.isdir(path):
         print(f"[local_cluster] could not remove {path} within {timeout_s:.0f} s", file=log, flush=True)
 
