@@ -434,9 +434,10 @@ class _CudaPeak:
 
 
 def run_env(env: str, actor, n: int, micro: int, budget: int, repeats: int, seed: int,
-            device: str = "cpu", lengths=None, chunk: int = 1024) -> Dict[str, dict]:
+            device: str = "cpu", lengths=None, chunk: int = 1024, packed_attention: str = "sdpa") -> Dict[str, dict]:
     """Padded vs packed vs packed + token budget (+ chunked, ``chunk`` tokens) over one update of ``n`` step samples
-    (``lengths``: (prompts, responses) to draw them from; default the synthetic distribution)."""
+    (``lengths``: (prompts, responses) to draw them from; default the synthetic distribution). The padded mode runs
+    ``sdpa``, the packed ones ``packed_attention`` (:func:`packed_attention_default`)."""
     from gaca_openrlhf.trainer.chunked_actor import install_chunked_forward
 
     vocab = actor.model.config.vocab_size
@@ -444,29 +445,50 @@ def run_env(env: str, actor, n: int, micro: int, budget: int, repeats: int, seed
     samples = make_step_samples(prompts, responses, vocab, seed)
     actor.packing_samples = False
     items = prepare_items(actor, samples, micro=micro, seed=seed)
-    modes = {}
-    for mode in ("padded", "packed", "packed+budget", "packed+budget+chunked"):
-        actor.packing_samples = mode != "padded"
-        if mode.endswith("chunked"):
-            install_chunked_forward(actor, chunk)
-        dyn = budget_plan(items.items, budget, 1, seed) if "budget" in mode else None
-        groups = dyn.dynamic_indices if dyn is not None else fixed_plan(len(items.items), micro)
-        times, cpu_times, peaks = [], [], []
-        for _ in range(repeats):
+    names = ("padded", "packed", "packed+budget", "packed+budget+chunked")
+    runs = {mode: dict(times=[], cpu_times=[], peaks=[]) for mode in names}
+    # repeats round-robin over the modes, so that a slow spell of a shared machine does not fall on one mode only
+    for _ in range(repeats):
+        for mode in names:
+            actor.packing_samples = mode != "padded"
+            actor.model.config._attn_implementation = packed_attention if actor.packing_samples else "sdpa"
+            if mode.endswith("chunked"):
+                install_chunked_forward(actor, chunk)
+            dyn = budget_plan(items.items, budget, 1, seed) if "budget" in mode else None
+            groups = dyn.dynamic_indices if dyn is not None else fixed_plan(len(items.items), micro)
             if device == "cuda":
                 torch.cuda.synchronize()
             t0, c0 = time.perf_counter(), time.process_time()
             with PeakRSS() if device == "cpu" else _CudaPeak() as peak:
                 res = train_micro_batches(actor, items, groups, dynamic=dyn, keep_grads=False, per_sample=False)
-            times.append(time.perf_counter() - t0)
-            cpu_times.append(time.process_time() - c0)
-            peaks.append(peak.mb)
-        modes[mode] = dict(waste=res.computed_tokens / res.real_tokens, seconds=min(times), cpu_seconds=min(cpu_times),
-                           micro_batches=res.micro_batches, peak_mb=max(peaks), loss=res.loss,
-                           real_tokens=res.real_tokens, computed_tokens=res.computed_tokens)
-        if "forward" in actor.__dict__:
-            del actor.forward
+            run = runs[mode]
+            run["times"].append(time.perf_counter() - t0)
+            run["cpu_times"].append(time.process_time() - c0)
+            run["peaks"].append(peak.mb)
+            run["res"] = res
+            actor.__dict__.pop("forward", None)
+    modes = {}
+    for mode, run in runs.items():
+        res = run["res"]
+        modes[mode] = dict(waste=res.computed_tokens / res.real_tokens, seconds=min(run["times"]),
+                           cpu_seconds=min(run["cpu_times"]), micro_batches=res.micro_batches,
+                           peak_mb=max(run["peaks"]), loss=res.loss, real_tokens=res.real_tokens,
+                           computed_tokens=res.computed_tokens)
+    actor.model.config._attn_implementation = "sdpa"
     return modes
+
+
+def packed_attention_default(device: str) -> str:
+    """What a packed micro-batch runs on in training: flash-attn's varlen kernel where it is installed (GPU nodes),
+    else the CPU backend's pure-PyTorch stand-in (:mod:`gaca_openrlhf.models.varlen_attention`)."""
+    if device == "cuda":
+        from transformers.utils import is_flash_attn_2_available
+
+        if is_flash_attn_2_available():
+            return "flash_attention_2"
+    from gaca_openrlhf.models import varlen_attention
+
+    return varlen_attention.ATTN_IMPLEMENTATION
 
 
 #: the issue's targets (issue 27)
@@ -528,6 +550,10 @@ def main(argv=None) -> int:
     ap.add_argument("--micro", type=int, default=4, help="fixed micro-batch size of the timed padded/packed paths")
     ap.add_argument("--budget", type=int, default=4096, help="token budget of a timed micro-batch")
     ap.add_argument("--train-chunk", type=int, default=256, help="log-prob chunk of the timed chunked mode")
+    ap.add_argument("--packed-attention", default="",
+                    help="attn_implementation of the timed packed modes (default: flash_attention_2 where installed, "
+                         "else the CPU stand-in gaca_varlen_sdpa, as training runs them; 'sdpa': transformers' "
+                         "block-diagonal mask over the whole packed row, the stand-in before 2026-12-04)")
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--vocab", type=int, default=8192)
@@ -578,16 +604,23 @@ def main(argv=None) -> int:
         report["waste"][env] = w
         print(f"{env:10s} {w['samples']:7d} {w['mini_batches']:6d} {w['real_tokens']:11d} {w['padded']:8.3f} "
               f"{w['packed']:8.3f} {w['fixed_micro_batches']:8d} {w['budget_micro_batches']:9d}")
+    from gaca_openrlhf.models import varlen_attention
+
+    varlen_attention.register()
+    packed_attention = a.packed_attention or packed_attention_default(device)
+    report["packed_attention"] = packed_attention
     actor = bench_model(a.hidden, a.layers, a.vocab, device)
     samples = dict(zip(a.env, a.samples if len(a.samples) > 1 else a.samples * len(a.env)))
     print(f"\ntimed training phase: device={device} torch={torch.__version__} threads={torch.get_num_threads()} "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; model: Qwen2 hidden {a.hidden}, "
-          f"{a.layers} layers, vocab {a.vocab}, fp32, sdpa; fixed micro-batches of {a.micro}, token budget "
+          f"{a.layers} layers, vocab {a.vocab}, fp32; attention: padded sdpa, packed {packed_attention}; "
+          f"fixed micro-batches of {a.micro}, token budget "
           f"{a.budget}, chunk {a.train_chunk}")
     key = "cpu_seconds" if device == "cpu" else "seconds"
     for env in a.env:
         rows = run_env(env, actor, samples[env], a.micro, a.budget, a.repeats, a.seed, device,
-                       lengths=None if a.synthetic else lengths[env], chunk=a.train_chunk)
+                       lengths=None if a.synthetic else lengths[env], chunk=a.train_chunk,
+                       packed_attention=packed_attention)
         report["timed"][env] = rows
         base = rows["padded"][key]
         print(f"\n{env}: {samples[env]} step samples, {rows['padded']['real_tokens']} real tokens")

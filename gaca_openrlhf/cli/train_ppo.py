@@ -89,18 +89,27 @@ def check_packing_args(args) -> None:
     """Packing / token-budget micro-batches with step samples (docs/packing.md).
 
     OpenRLHF's validation turns packing on with dynamic batches and forces ``flash_attention_2`` with packing. Where
-    flash-attn is not installed (the CPU backend, the rehearsal) packed micro-batches run on ``sdpa``: with no
-    attention mask, transformers derives a block-diagonal causal mask from the per-sequence position ids that
-    OpenRLHF's packed path passes (``masking_utils.find_packed_sequence_indices``), the pure-PyTorch equivalent of
-    the variable-length kernel.
+    flash-attn is not installed, packed micro-batches run on the pure-PyTorch variable-length attention
+    (:mod:`gaca_openrlhf.models.varlen_attention`, registered in every worker by the CPU backend's setup hook) on
+    the CPU backend and in the rehearsal: each sample of a packed row attends to itself only, as with flash-attn's
+    varlen kernel. On a GPU node without flash-attn they run on ``sdpa``, whose block-diagonal mask (from the
+    per-sequence position ids, ``masking_utils.find_packed_sequence_indices``) is exact but attends over the whole
+    packed row.
     """
     if args.ds.packing_samples and "flash_attention" in args.ds.attn_implementation:
         from transformers.utils import is_flash_attn_2_available
 
         if not is_flash_attn_2_available():
-            print(f"[gaca] flash-attn is not installed: packed micro-batches use --ds.attn_implementation sdpa "
-                  f"(block-diagonal mask from per-sequence position ids) instead of {args.ds.attn_implementation}")
-            args.ds.attn_implementation = "sdpa"
+            from gaca_openrlhf.cpu import backend_mode
+            from gaca_openrlhf.models.varlen_attention import ATTN_IMPLEMENTATION
+
+            on_cpu = backend_mode(getattr(getattr(args, "run", None), "backend", None)) != "gpu"
+            name = ATTN_IMPLEMENTATION if on_cpu else "sdpa"
+            how = "each packed sample attends to itself" if on_cpu else \
+                "block-diagonal mask from per-sequence position ids"
+            print(f"[gaca] flash-attn is not installed: packed micro-batches use --ds.attn_implementation {name} "
+                  f"({how}) instead of {args.ds.attn_implementation}")
+            args.ds.attn_implementation = name
     if args.ds.ring_attn_size > 1 and (args.ds.packing_samples or args.train.dynamic_batch_enable):
         raise SystemExit("--ds.ring_attn_size > 1 is not supported with step samples")
     if args.train.dynamic_batch_enable and args.run.updates_per_iteration:

@@ -134,8 +134,19 @@ def _patch_dtype_names(module) -> None:
     module.convert_to_torch_dtype = convert_to_torch_dtype
 
 
+def _register_varlen_attention(module) -> None:
+    """Packed rows' pure-PyTorch variable-length attention (:mod:`gaca_openrlhf.models.varlen_attention`), known to
+    transformers wherever OpenRLHF builds a model (policy, reference), so that they load with
+    ``--ds.attn_implementation gaca_varlen_sdpa`` (:func:`gaca_openrlhf.cli.train_ppo.check_packing_args` picks it
+    for packed micro-batches where flash-attn is not installed)."""
+    from gaca_openrlhf.models import varlen_attention
+
+    varlen_attention.register()
+
+
 # module name -> patch applied right after the module is executed
 _POST_IMPORT = {
+    "openrlhf.models.actor": _register_varlen_attention,
     "openrlhf.utils.utils": _patch_dtype_names,
     "openrlhf.trainer.ppo_utils.replay_buffer": _patch_replay_buffer,
     "openrlhf.utils.deepspeed.deepspeed": _patch_deepspeed_strategy,

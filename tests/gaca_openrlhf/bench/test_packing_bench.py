@@ -81,7 +81,7 @@ def test_tiny_run_of_the_script(tmp_path, capsys):
     out = tmp_path / "r.json"
     assert P.main(["--lengths", a, w, "--samples", "4", "3", "--micro", "2", "--budget", "80", "--train-chunk", "8",
                    "--hidden", "64", "--layers", "1", "--vocab", "128", "--peak-len", "64", "--peak-vocab", "256",
-                   "--chunk", "16", "--waste-budget", "100", "--json", str(out)]) == 0
+                   "--chunk", "16", "--waste-budget", "100", "--repeats", "2", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "padding waste" in text and "targets (issue 27)" in text and "packed+budget+chunked" in text
     rep = json.loads(out.read_text())
@@ -95,4 +95,5 @@ def test_tiny_run_of_the_script(tmp_path, capsys):
         losses = [r["loss"] for r in rows.values()]
         assert max(losses) - min(losses) < 1e-4  # the same update, however it is batched
     assert len(rep["targets"]) == 2 + 2 * 3 + 2
+    assert rep["packed_attention"] == "gaca_varlen_sdpa"  # no flash-attn here: what train_ppo runs packed rows on
     assert rep["machine"]["load_avg"] and rep["logits_peak"]["full_logits_fp32_mb"] > 0

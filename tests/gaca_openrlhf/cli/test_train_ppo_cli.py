@@ -99,15 +99,20 @@ def test_param_dtype_auto_is_resolved_before_anything_reads_it(monkeypatch):
 
 
 def test_packing_and_token_budget_accepted_with_step_samples():
-    """Packing / dynamic batches are no longer refused; without flash-attn the packed path runs on sdpa."""
+    """Packing / dynamic batches are no longer refused; without flash-attn the packed path runs on the CPU
+    backend's variable-length attention (CPU, rehearsal) or on sdpa (a GPU node)."""
     from transformers.utils import is_flash_attn_2_available
 
-    args = parse_args(_step("--ds.packing_samples", "--train.dynamic_batch_enable", "--train.max_tokens_per_gpu",
-                            "4096", "--run.mini_batch_steps", "4", "--run.logprob_chunk_size", "512"))
+    packed = ("--ds.packing_samples", "--train.dynamic_batch_enable", "--train.max_tokens_per_gpu", "4096",
+              "--run.mini_batch_steps", "4", "--run.logprob_chunk_size", "512")
+    args = parse_args(_step(*packed, "--run.backend", "cpu"))
     assert args.ds.packing_samples and args.train.dynamic_batch_enable
     assert args.rollout.max_tokens_per_gpu == 4096 and args.run.logprob_chunk_size == 512
     if not is_flash_attn_2_available():
-        assert args.ds.attn_implementation == "sdpa"
+        assert args.ds.attn_implementation == "gaca_varlen_sdpa"
+        assert parse_args(_step(*packed, "--run.backend", "rehearsal")).ds.attn_implementation == "gaca_varlen_sdpa"
+        assert parse_args(_step(*packed, "--run.backend", "gpu")).ds.attn_implementation == "sdpa"
+        assert parse_args(_step("--run.backend", "cpu")).ds.attn_implementation == "flash_attention_2"  # unpacked
     args = parse_args(_step("--train.dynamic_batch_enable", "--run.mini_batch_steps", "4"))
     assert args.ds.packing_samples  # OpenRLHF's validation: dynamic batches pack
     assert parse_args(_step("--train.batch_size", "4")).run.logprob_chunk_size == 0  # off by default

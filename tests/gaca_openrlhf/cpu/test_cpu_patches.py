@@ -25,6 +25,9 @@ d = tempfile.mkdtemp()
 Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                              num_attention_heads=2, num_key_value_heads=1)).save_pretrained(d)
 assert next(Actor(d, attn_implementation="sdpa", param_dtype="fp32").parameters()).dtype is torch.float32
+# importing openrlhf.models registered the packed rows' attention (what train_ppo picks without flash-attn)
+varlen = Actor(d, attn_implementation="gaca_varlen_sdpa", param_dtype="fp32")
+assert varlen.model.config._attn_implementation == "gaca_varlen_sdpa"
 from gaca_openrlhf.cpu import ray_runtime_env, use_cpu_backend
 assert use_cpu_backend("auto") and not use_cpu_backend("gpu")
 assert ray_runtime_env()["worker_process_setup_hook"] == "gaca_openrlhf.cpu.patches.apply"

@@ -64,10 +64,12 @@ def _more_steps(n, offset):
     return [(offset + i // 4, i % 4, 0, float(i % 2), [30 + i % 7, 31], [60 + i % 9, 61]) for i in range(n)]
 
 
-#: extra options of the packed variant: packed micro-batches (sdpa, block-diagonal), token-budget micro-batches of
-#: at most 24 tokens (1-3 samples each) and log-probs in chunks of 4 tokens
+#: extra options of the packed variant: packed micro-batches (on the CPU backend's variable-length attention, which
+#: the setup hook registered in this worker), token-budget micro-batches of at most 24 tokens (1-3 samples each)
+#: and log-probs in chunks of 4 tokens
 PACKED = ["--ds.packing_samples", "--train.dynamic_batch_enable", "--train.max_tokens_per_gpu", "24",
-          "--rollout.max_tokens_per_gpu", "24", "--run.logprob_chunk_size", "4"]
+          "--rollout.max_tokens_per_gpu", "24", "--run.logprob_chunk_size", "4",
+          "--ds.attn_implementation", "gaca_varlen_sdpa"]
 
 
 def worker(rank: int, port: int, out: str, variant: str = "padded") -> None:
@@ -103,6 +105,8 @@ def worker(rank: int, port: int, out: str, variant: str = "padded") -> None:
     maker.args, maker.tokenizer, maker.advantage_estimator = args, actor.tokenizer, "grpo"
     maker.adv_config, maker.dump_dir, maker.last_stats, maker.iteration = advantage_config(args), None, {}, 0
     params = [p for _, p in actor.actor.model.module.named_parameters()]
+    attn = actor.actor.model.module.config._attn_implementation
+    assert attn == ("gaca_varlen_sdpa" if variant == "packed" else "sdpa"), attn
 
     def iteration(samples, index):
         plan = args.run_shape.plan(len(samples))  # micro 1 x 2 ranks, mini-batches of 8

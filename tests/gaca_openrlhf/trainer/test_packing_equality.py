@@ -6,8 +6,10 @@ advantage hook -> OpenRLHF's replay-buffer items; :mod:`gaca_openrlhf.bench.pack
 computed four ways with OpenRLHF's ``Actor`` and ``PolicyLoss`` (+ entropy bonus):
 
 - padded: fixed micro-batches of 2 rows padded to their longest (today's path), OpenRLHF's window normalizer;
-- packed: the same micro-batches, ``packing_samples`` (unpadded ``(1, tokens)`` rows, per-sequence position ids;
-  on CPU transformers' SDPA turns those into a block-diagonal causal mask);
+- packed: the same micro-batches, ``packing_samples`` (unpadded ``(1, tokens)`` rows, per-sequence position ids),
+  on the CPU backend's variable-length attention (:mod:`gaca_openrlhf.models.varlen_attention`: each sample attends
+  to itself, as with flash-attn's varlen kernel); ``packed_sdpa``: the same on transformers' SDPA, which turns the
+  position ids into a block-diagonal causal mask over the whole row;
 - packed + token budget: :func:`~gaca_openrlhf.trainer.actors.setup_step_dynamic_batch` micro-batches, OpenRLHF's
   dynamic-mode normalizer;
 - the same with the chunked log-prob/entropy forward (:mod:`gaca_openrlhf.trainer.chunked_actor`).
@@ -19,7 +21,11 @@ import pytest
 import torch
 
 from gaca_openrlhf.bench import packing as P
+from gaca_openrlhf.models import varlen_attention
 from gaca_openrlhf.trainer.chunked_actor import install_chunked_forward
+
+varlen_attention.register()
+VARLEN = varlen_attention.ATTN_IMPLEMENTATION
 
 LP_TOL, LOSS_RTOL, GRAD_TOL = 1e-5, 1e-6, 1e-5
 PROMPTS = [3, 300, 20, 600, 8, 150, 2, 60, 200]
@@ -59,6 +65,8 @@ def items(actor):
 def _run(actor, items, mode):
     actor.__dict__.pop("forward", None)
     actor.packing_samples = mode != "padded"
+    # what train_ppo runs packed rows on without flash-attn (check_packing_args); padded rows: sdpa either way
+    actor.model.config._attn_implementation = "sdpa" if mode in ("padded", "packed_sdpa") else VARLEN
     if mode == "chunked":
         install_chunked_forward(actor, 64)
     try:
@@ -69,22 +77,23 @@ def _run(actor, items, mode):
     finally:
         actor.__dict__.pop("forward", None)
         actor.packing_samples = False
+        actor.model.config._attn_implementation = "sdpa"
 
 
 @pytest.fixture(scope="module")
 def results(actor, items):
-    return {mode: _run(actor, items, mode) for mode in ("padded", "packed", "budget", "chunked")}
+    return {mode: _run(actor, items, mode) for mode in ("padded", "packed", "packed_sdpa", "budget", "chunked")}
 
 
 def test_plans_differ_and_packing_removes_padding(results, items):
     padded, budget = results["padded"], results["budget"]
     assert padded.micro_batches == 6 and budget.micro_batches != padded.micro_batches
     assert padded.computed_tokens > 1.5 * padded.real_tokens  # very different lengths: much padding
-    for mode in ("packed", "budget", "chunked"):
+    for mode in ("packed", "packed_sdpa", "budget", "chunked"):
         assert results[mode].computed_tokens == results[mode].real_tokens == padded.real_tokens
 
 
-@pytest.mark.parametrize("mode", ["packed", "budget", "chunked"])
+@pytest.mark.parametrize("mode", ["packed", "packed_sdpa", "budget", "chunked"])
 def test_equal_to_padded(results, mode):
     ref, got = results["padded"], results[mode]
     assert set(got.log_probs) == set(ref.log_probs) == set(range(12))
@@ -117,7 +126,7 @@ def _check_own_tokens(actor, items, result):
         assert abs(result.token_loss[row] - expect) <= 1e-6 * max(1.0, abs(expect)), f"sample {row}: advantage"
 
 
-@pytest.mark.parametrize("mode", ["padded", "packed", "budget", "chunked"])
+@pytest.mark.parametrize("mode", ["padded", "packed", "packed_sdpa", "budget", "chunked"])
 def test_no_sample_gets_another_samples_advantage_or_mask(actor, items, results, mode):
     actor.packing_samples = False
     _check_own_tokens(actor, items, results[mode])
