@@ -239,7 +239,12 @@ common_args() {
     # REHEARSAL_DTYPE (default auto): the node trains in bf16; a CPU without native bf16 matmuls (AVX2 only)
     # multiplies bf16 in a scalar kernel, ~6x slower, so the rehearsal takes the CPU backend's dtype rule there
     # (fp32; bf16 on AVX512-bf16/AMX CPUs). The engines follow (GACA_REHEARSAL_DTYPE, trainer/launch.py).
-    COMMON_ARGS+=(--run.backend rehearsal --ds.attn_implementation sdpa --vllm.enforce_eager
+    # Attention: no flash-attn on CPU; packed rows (PACKING=1, set_packing_args) run on the project's pure-PyTorch
+    # variable-length attention (each sample attends to itself, as flash-attn's varlen kernel does on the node),
+    # padded ones on sdpa (gaca_openrlhf/models/varlen_attention.py, docs/packing.md).
+    local attn=sdpa
+    [[ "${PACKING:-1}" == "1" ]] && attn=gaca_varlen_sdpa
+    COMMON_ARGS+=(--run.backend rehearsal --ds.attn_implementation "$attn" --vllm.enforce_eager
                   --ds.param_dtype "${REHEARSAL_DTYPE:-auto}")
   else
     COMMON_ARGS+=(--run.backend gpu)

@@ -554,8 +554,11 @@ def test_rehearsal_packs_with_a_budget_for_its_sizes():
         assert args.train.max_tokens_per_gpu == args.rollout.max_tokens_per_gpu == budget
         assert run_option(args, "logprob_chunk_size") == 256 < budget
         assert option(cmd, "--run.logprob_chunk_size") == "256"  # what the run's command.sh shows
+        # packed rows on the CPU stand-in of flash-attn's varlen kernel, padded rows on sdpa
+        assert option(cmd, "--ds.attn_implementation") == args.ds.attn_implementation == "gaca_varlen_sdpa"
         (args,) = train_cmds(dry_run(script, REHEARSAL="1", SAVE_PATH="/tmp/reh_p", PACKING="0"))
         assert not args.ds.packing_samples and not args.train.dynamic_batch_enable
+        assert args.ds.attn_implementation == "sdpa"
         (args,) = train_cmds(dry_run(script, REHEARSAL="1", SAVE_PATH="/tmp/reh_p", LOGPROB_CHUNK="0"))
         assert run_option(args, "logprob_chunk_size") == 0 and args.train.max_tokens_per_gpu == budget
 
