@@ -51,13 +51,13 @@ def varlen_sdpa_forward(module, query, key, value, attention_mask, dropout: floa
     """
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    if sliding_window is not None:  # its mask builder returns no mask for unpadded rows: the window would be lost
+        raise NotImplementedError(f"{ATTN_IMPLEMENTATION} has no sliding-window attention (layer "
+                                  f"{getattr(module, 'layer_idx', '?')}); use flash_attention_2 or sdpa")
     segments = packed_segments(position_ids) if attention_mask is None and query.shape[0] == 1 else None
     if segments is None or query.shape[2] != key.shape[2]:  # not a packed row (or decoding with a cache)
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
-    if sliding_window is not None:
-        raise NotImplementedError(f"{ATTN_IMPLEMENTATION} has no sliding-window attention (layer "
-                                  f"{getattr(module, 'layer_idx', '?')}); use flash_attention_2 or padded batches")
     segment, offset, lengths = segments
     num, longest = lengths.numel(), int(lengths.max())
 

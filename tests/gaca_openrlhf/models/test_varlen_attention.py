@@ -125,10 +125,11 @@ def test_padded_batch_is_plain_attention():
 
 
 def test_sliding_window_is_refused():
+    """Packed or not: the mask builder gives unpadded rows no mask, so a window would silently be lost."""
     q = torch.zeros(1, 2, 6, 4)
-    pos = torch.tensor([[0, 1, 2, 0, 1, 2]])
-    with pytest.raises(NotImplementedError, match="sliding-window"):
-        va.varlen_sdpa_forward(torch.nn.Module(), q, q, q, None, position_ids=pos, sliding_window=4)
+    for pos in (torch.tensor([[0, 1, 2, 0, 1, 2]]), torch.arange(6).unsqueeze(0)):
+        with pytest.raises(NotImplementedError, match="sliding-window"):
+            va.varlen_sdpa_forward(torch.nn.Module(), q, q, q, None, position_ids=pos, sliding_window=4)
 
 
 def test_loads_by_name(tmp_path):
