@@ -103,7 +103,7 @@ def check_packing_args(args) -> None:
             from gaca_openrlhf.cpu import backend_mode
             from gaca_openrlhf.models.varlen_attention import ATTN_IMPLEMENTATION
 
-            on_cpu = backend_mode(getattr(getattr(args, "run", None), "backend", None)) != "gpu"
+            on_cpu = backend_mode(args.run.backend) != "gpu"
             name = ATTN_IMPLEMENTATION if on_cpu else "sdpa"
             how = "each packed sample attends to itself" if on_cpu else \
                 "block-diagonal mask from per-sequence position ids"

@@ -14,6 +14,8 @@ several rows, one sample) go to transformers' ``sdpa`` unchanged, so the padded 
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 #: the ``attn_implementation`` name (``--ds.attn_implementation``) this module registers
@@ -42,6 +44,24 @@ def packed_segments(position_ids: torch.Tensor):
     return segment, offset, lengths
 
 
+#: (weak reference to the last position-ids tensor, its in-place version, its segments): every layer of one forward
+#: (and its recomputation under gradient checkpointing) gets the same tensor, so the segments are found once
+_last_segments: tuple = (None, -1, None)
+
+
+def _segments_once(position_ids):
+    """:func:`packed_segments` of ``position_ids``, reused while the same, unmodified tensor comes back."""
+    global _last_segments
+    if position_ids is None:
+        return None
+    ref, version, segments = _last_segments
+    if ref is not None and ref() is position_ids and version == position_ids._version:
+        return segments
+    segments = packed_segments(position_ids)
+    _last_segments = (weakref.ref(position_ids), position_ids._version, segments)
+    return segments
+
+
 def varlen_sdpa_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
                         is_causal=None, position_ids=None, sliding_window=None, **kwargs):
     """Attention of one packed row, sample by sample (module docstring); anything else is transformers' ``sdpa``.
@@ -54,7 +74,7 @@ def varlen_sdpa_forward(module, query, key, value, attention_mask, dropout: floa
     if sliding_window is not None:  # its mask builder returns no mask for unpadded rows: the window would be lost
         raise NotImplementedError(f"{ATTN_IMPLEMENTATION} has no sliding-window attention (layer "
                                   f"{getattr(module, 'layer_idx', '?')}); use flash_attention_2 or sdpa")
-    segments = packed_segments(position_ids) if attention_mask is None and query.shape[0] == 1 else None
+    segments = _segments_once(position_ids) if attention_mask is None and query.shape[0] == 1 else None
     if segments is None or query.shape[2] != key.shape[2]:  # not a packed row (or decoding with a cache)
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)

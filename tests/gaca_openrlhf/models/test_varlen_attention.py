@@ -97,7 +97,6 @@ def test_attention_never_spans_the_packed_row(monkeypatch):
         return real(q, k, v, attn_mask, *args, **kwargs)
 
     monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
-    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
     model = _model()
     _use(model, va.ATTN_IMPLEMENTATION)
     ids, pos = _packed(LENGTHS)
@@ -138,3 +137,29 @@ def test_loads_by_name(tmp_path):
     _model().save_pretrained(tmp_path)
     model = AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation=va.ATTN_IMPLEMENTATION)
     assert model.config._attn_implementation == va.ATTN_IMPLEMENTATION
+
+
+def test_segments_found_once_per_forward(monkeypatch):
+    """Every layer gets the same position ids: the segment table is computed once per forward, and again for a new
+    (or modified) position-ids tensor."""
+    calls = []
+    real = va.packed_segments
+    monkeypatch.setattr(va, "packed_segments", lambda pos: calls.append(1) or real(pos))
+    model = _model()  # 2 layers
+    _use(model, va.ATTN_IMPLEMENTATION)
+    ids, pos = _packed(LENGTHS)
+    with torch.no_grad():
+        model(ids, position_ids=pos)
+        assert len(calls) == 1
+        model(ids, position_ids=pos.clone())
+        assert len(calls) == 2
+        pos2 = pos.clone()
+        model(ids, position_ids=pos2)
+        pos2[0, 1:LENGTHS[0]] -= 1  # in place: the first sample split into 1 + 4 tokens; the table must not be reused
+        other = model(ids, position_ids=pos2).logits
+        assert len(calls) == 4
+        _use(model, "eager")
+        first = model(ids[:, :1]).logits[0]
+        rest = model(ids[:, 1:LENGTHS[0]]).logits[0]
+    assert float((other[0, :1] - first).abs().max()) <= TOL
+    assert float((other[0, 1:LENGTHS[0]] - rest).abs().max()) <= TOL
