@@ -21,7 +21,7 @@ import sys
 from gaca_openrlhf.advantages import AdvantageConfig, is_step_estimator, list_estimators
 from gaca_openrlhf.cli.openrlhf_parser import build_parser, extend_choices, validate
 from gaca_openrlhf.cli.options import AliasedNamespace, add_dataclass_options, add_deprecated_flag
-from gaca_openrlhf.cpu import PARAM_DTYPES, backend_mode, resolve_param_dtype
+from gaca_openrlhf.cpu import CPU_DTYPE_ENV, PARAM_DTYPES, backend_mode, forced_cpu_dtype, resolve_param_dtype
 from gaca_openrlhf.rollout import AGENT_FUNC_PATH
 from gaca_openrlhf.rollout.config import RolloutConfig
 from gaca_openrlhf.trainer.run_options import MOVED_FROM, RunOptions, deprecated_flags, run_option_names
@@ -56,11 +56,13 @@ def parse_args(argv=None):
     flat = parser.parse_args(argv)
     requested = getattr(flat, "ds.param_dtype")
     try:
-        dtype = resolve_param_dtype(requested, backend_mode(getattr(flat, "run.backend")))
+        mode = backend_mode(getattr(flat, "run.backend"))
+        dtype = resolve_param_dtype(requested, mode)
     except ValueError as e:
         raise SystemExit(str(e)) from None
     if dtype != requested:
-        print(f"[gaca] --ds.param_dtype {requested} -> {dtype}", file=sys.stderr)
+        why = f" (${CPU_DTYPE_ENV})" if mode != "gpu" and forced_cpu_dtype() else ""
+        print(f"[gaca] --ds.param_dtype {requested} -> {dtype}{why}", file=sys.stderr)
     setattr(flat, "ds.param_dtype", dtype)
     if is_step_estimator(getattr(flat, "algo.advantage.estimator")) and not getattr(flat, "train.agent_func_path"):
         setattr(flat, "train.agent_func_path", AGENT_FUNC_PATH)  # the step-level agent rollout

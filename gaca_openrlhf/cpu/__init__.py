@@ -50,15 +50,36 @@ def fast_bf16() -> bool:
 PARAM_DTYPES = ("bf16", "fp16", "fp32", "auto")
 
 
+#: Forces what ``--ds.param_dtype auto`` means on the CPU backend and the rehearsal (``fp32`` or ``bf16``), whatever
+#: this CPU multiplies natively: the suite and the CPU scripts run a machine's *other* dtype path with it (fp32 on an
+#: AMX CPU, bf16 on an AVX2 one, where bf16 is slow), so a developer on either CPU family sees what breaks on the
+#: other. GPU runs ignore it (OpenRLHF trains on GPUs in bf16).
+CPU_DTYPE_ENV = "GACA_CPU_DTYPE"
+CPU_DTYPES = ("fp32", "bf16")
+
+
+def forced_cpu_dtype() -> str | None:
+    """``$GACA_CPU_DTYPE`` checked (``fp32``/``bf16``), or None when unset/empty."""
+    forced = os.environ.get(CPU_DTYPE_ENV, "").strip().lower()
+    if not forced:
+        return None
+    if forced not in CPU_DTYPES:
+        raise ValueError(f"{CPU_DTYPE_ENV} must be one of {CPU_DTYPES} (or unset), got {forced!r}")
+    return forced
+
+
 def resolve_param_dtype(requested: str, mode: str) -> str:
-    """The training (and rollout) dtype of a run: ``auto`` is bf16 on GPUs and on CPUs with native bf16, else fp32.
+    """The training (and rollout) dtype of a run: ``auto`` is bf16 on GPUs and on CPUs with native bf16, else fp32;
+    on the CPU backend ``$GACA_CPU_DTYPE`` decides ``auto`` instead when it is set.
 
     ``mode`` is :func:`backend_mode`'s answer. fp32 exists only on the CPU backend (and the rehearsal, which runs on
     CPU): OpenRLHF's GPU path knows bf16 and fp16."""
     if requested not in PARAM_DTYPES:
         raise ValueError(f"--ds.param_dtype must be one of {PARAM_DTYPES}, got {requested!r}")
     if requested == "auto":
-        return "bf16" if mode == "gpu" or fast_bf16() else "fp32"
+        if mode == "gpu":
+            return "bf16"
+        return forced_cpu_dtype() or ("bf16" if fast_bf16() else "fp32")
     if requested == "fp32" and mode == "gpu":
         raise ValueError("--ds.param_dtype fp32 is for the CPU backend; OpenRLHF trains on GPUs in bf16 or fp16")
     return requested

@@ -88,6 +88,7 @@ def test_param_dtype_auto_is_resolved_before_anything_reads_it(monkeypatch):
     import gaca_openrlhf.cpu as cpu
 
     monkeypatch.setattr(cpu, "fast_bf16", lambda: False)
+    monkeypatch.delenv(cpu.CPU_DTYPE_ENV, raising=False)
     base = BASE + ["--algo.advantage.estimator", "gaca", "--train.batch_size", "4"]
     assert parse_args(base + ["--run.backend", "cpu"]).ds.param_dtype == "fp32"  # the default is auto
     assert parse_args(base + ["--run.backend", "cpu", "--ds.param_dtype", "bf16"]).ds.param_dtype == "bf16"
@@ -96,6 +97,8 @@ def test_param_dtype_auto_is_resolved_before_anything_reads_it(monkeypatch):
         parse_args(base + ["--run.backend", "gpu", "--ds.param_dtype", "fp32"])
     monkeypatch.setattr(cpu, "fast_bf16", lambda: True)
     assert parse_args(base + ["--run.backend", "cpu"]).ds.param_dtype == "bf16"
+    monkeypatch.setenv(cpu.CPU_DTYPE_ENV, "fp32")  # the suite's switch: this machine's other dtype path
+    assert parse_args(base + ["--run.backend", "cpu"]).ds.param_dtype == "fp32"
 
 
 def test_packing_and_token_budget_accepted_with_step_samples():
