@@ -55,6 +55,14 @@ def cpu_model() -> str:
     return f"{name} ({simd})"
 
 
+def machine_line(cpu: str, dtypes: dict | None) -> str:
+    """The CPU and, where the run recorded them (run.json's ``dtypes``, since 2026-12-04), the dtype each phase
+    computed in: results move with both (the CPU backend trains in bf16 on AVX512-bf16/AMX CPUs, fp32 elsewhere)."""
+    if not dtypes:
+        return cpu
+    return cpu + "; dtypes: " + ", ".join(f"{phase} {dtypes[phase]}" for phase in ("sft", "rl", "eval") if phase in dtypes)
+
+
 # ------------------------------------------------------------------------------------------------ collect
 def _episodes(eval_dir: Path) -> list[dict]:
     out = []
@@ -98,6 +106,7 @@ def collect(out_dir, dest, what: str = "") -> dict:
         "what": what, "command": run.get("command"), "git_commit": run.get("git_commit"),
         "git_dirty": run.get("git_dirty"), "started_utc": run.get("started_utc"),
         "cpu": run.get("cpu_model") or cpu_model() + " (read at collection)", "cpus": run.get("cpus"),
+        "dtypes": run.get("dtypes"),
         "seeds": run.get("seeds"), "config": cfg, "packages": run.get("packages"), "runs": runs,
         "sft": {k: v for k, v in (run.get("sft") or {}).items() if not isinstance(v, (dict, list))},
     }
@@ -212,7 +221,8 @@ def render_record(rec_dir) -> str:
     cfg = rec.get("config", {})
     panels = _panels(rec_dir)
     lines = [f"Record `results/{rec_dir.name}` ({rec.get('what') or 'run'}; commit {str(rec.get('git_commit'))[:7]}, "
-             f"started {rec.get('started_utc')}). Setting: {setting_line(cfg, rec.get('cpu', '?'))}.", ""]
+             f"started {rec.get('started_utc')}). Setting: {setting_line(cfg, machine_line(rec.get('cpu', '?'), rec.get('dtypes')))}.",
+             ""]
     mats_by_panel = {p: _matrices(rec_dir, p) for p, _ in panels}
     lines += _table_lines(panels, mats_by_panel)
     lines += target_lines(cfg, mats_by_panel)
@@ -257,7 +267,8 @@ def render_chosen(results, names: list[str], key: str) -> str:
         warm = _matrices(dirs[0], p)[0]
         mats_by_panel[p] = (warm, {m: _matrices(results / o.record, p)[1][m] for m, o in picks.items()})
     rec = json.loads((dirs[0] / "record.json").read_text())
-    setting = setting_line(dict(rec.get("config", {}), **{key: "chosen per method"}), rec.get("cpu", "?"))
+    setting = setting_line(dict(rec.get("config", {}), **{key: "chosen per method"}),
+                           machine_line(rec.get("cpu", "?"), rec.get("dtypes")))
     lines = [f"Compare with each method at its `{key}` chosen on the validation panel ("
              + ", ".join(f"{m.upper()} {picks[m].value} from `results/{picks[m].record}`" for m in _order(picks))
              + f"); every training seed of that record; setting as in `results/{dirs[0].name}` but for {key}: "

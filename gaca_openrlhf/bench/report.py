@@ -283,10 +283,10 @@ def write_quickstart_report(out: Path, cfg, st, record: dict, timings: dict) -> 
              for i, r in enumerate(records)]
     from dataclasses import asdict
 
-    from gaca_openrlhf.bench.records import cpu_model, setting_line
+    from gaca_openrlhf.bench.records import cpu_model, machine_line, setting_line
 
     gains = panel_gains(st.evals["warm_start"], st.evals["after_rl"])
-    setting = setting_line(asdict(cfg), record.get("cpu_model") or cpu_model())
+    setting = setting_line(asdict(cfg), machine_line(record.get("cpu_model") or cpu_model(), record.get("dtypes")))
     gain_rows = [[title, b.fmt_level(), a.fmt_level(), g.fmt()] for title, b, a, g in gains]
     md = [
         f"# GACA quickstart report ({record.get('mode')}, {cfg.env})", "",
@@ -391,10 +391,10 @@ def write_compare_report(out: Path, cfg, st, record: dict, timings: dict) -> str
     pairs = [[a, b, f"{w} / {t} / {lo}"] for a, b, w, t, lo in paired_wins(final)]
     from dataclasses import asdict
 
-    from gaca_openrlhf.bench.records import _order, _table_lines, cpu_model, setting_line
+    from gaca_openrlhf.bench.records import _order, _table_lines, cpu_model, machine_line, setting_line
     from gaca_openrlhf.report.stats import difference, interval
 
-    setting = setting_line(asdict(cfg), record.get("cpu_model") or cpu_model())
+    setting = setting_line(asdict(cfg), machine_line(record.get("cpu_model") or cpu_model(), record.get("dtypes")))
     panels, mats_by_panel = compare_matrices(st)
     md = [
         f"# GRPO vs GiGPO vs GACA from one warm start ({record.get('mode')}, {cfg.env})", "",

@@ -35,6 +35,15 @@ def package_versions() -> dict:
     return out
 
 
+def phase_dtypes() -> dict:
+    """The dtype each phase computes in on this machine: SFT (gaca_openrlhf/sft/train.py) and evaluation (vLLM,
+    gaca_openrlhf/eval/vllm_generator.py) in fp32 on CPU; RL as train_ppo's ``--ds.param_dtype auto`` resolves here
+    (bf16 on CPUs with a native bf16 path, fp32 elsewhere, or ``$GACA_CPU_DTYPE``)."""
+    from gaca_openrlhf.cpu import resolve_param_dtype
+
+    return {"sft": "fp32", "rl": resolve_param_dtype("auto", "cpu"), "eval": "fp32"}
+
+
 def provenance(argv: list[str], cfg: QuickstartConfig, mode: str) -> dict:
     import platform
 
@@ -44,5 +53,5 @@ def provenance(argv: list[str], cfg: QuickstartConfig, mode: str) -> dict:
             "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "mode": mode,
             "git_commit": _git("rev-parse", "HEAD"), "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
             "host": platform.node(), "cpus": os.cpu_count(), "machine": platform.platform(), "cpu_model": cpu_model(),
-            "seeds": {"data": cfg.data_seed, "sft": 0, "eval": list(cfg.eval_seeds), "rl": list(cfg.rl_seeds)},
+            "dtypes": phase_dtypes(), "seeds": {"data": cfg.data_seed, "sft": 0, "eval": list(cfg.eval_seeds), "rl": list(cfg.rl_seeds)},
             "config": asdict(cfg), "packages": package_versions()}

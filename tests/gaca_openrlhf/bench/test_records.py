@@ -139,3 +139,18 @@ def test_learning_target_is_judged_on_the_plain_command_s_method_over_five_seeds
     assert verdict(strong, {**cfg, "rl_iterations": cfg["rl_iterations"] + 4}) is None
     # methods and training seeds are what a compare adds: they do not make the runs differ
     assert records.plain_command_differs({**cfg, "methods": ["grpo", "gaca"], "rl_seeds": [0, 1, 2, 3, 4]}) == []
+
+
+def test_machine_line_names_each_phase_dtype_where_the_run_recorded_them(monkeypatch):
+    """Records written since the dtypes were recorded name them beside the CPU; older records (no ``dtypes``)
+    render exactly as before, so the committed README blocks keep agreeing."""
+    from gaca_openrlhf.bench.quickstart.provenance import phase_dtypes
+    from gaca_openrlhf.bench.records import machine_line
+    from gaca_openrlhf.cpu import CPU_DTYPE_ENV
+
+    assert machine_line("AMD EPYC (AVX2)", None) == "AMD EPYC (AVX2)"
+    line = machine_line("Intel Xeon (AVX512-bf16/AMX)", {"eval": "fp32", "rl": "bf16", "sft": "fp32"})
+    assert line == "Intel Xeon (AVX512-bf16/AMX); dtypes: sft fp32, rl bf16, eval fp32"
+    for forced in ("bf16", "fp32"):  # run.json reads what train_ppo's auto resolves to on this machine
+        monkeypatch.setenv(CPU_DTYPE_ENV, forced)
+        assert phase_dtypes() == {"sft": "fp32", "rl": forced, "eval": "fp32"}
