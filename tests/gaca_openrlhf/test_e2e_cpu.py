@@ -346,8 +346,8 @@ def test_checkpoint_resume_bf16(workdir):
       iteration 1 there): measured on AVX2 with bf16 forced (2026-12-04), the post-sync probe's largest log-prob gap
       to the trainer was 0.0145 in the resumed run and 0.0222 in the uninterrupted one, identical weights and
       sequences -- a few bf16 roundings of logits of magnitude ~10 (u = 2^-8) -- where fp32 engines differ by 1e-6.
-      A seeded sample flips whenever two candidate tokens are that close, which happened on an Intel AMX machine
-      (issue 38) and not in the AVX2 measurement. So where the rollouts agree the training pass must agree bitwise
+      A seeded sample flips whenever two candidate tokens are that close: the likely reason the resumed rollout
+      differed on an Intel AMX machine (issue 38; not reproduced, no AMX machine here); in the AVX2 run it did not. So where the rollouts agree the training pass must agree bitwise
       (checked when they do); where they do not, the run continues from the same state with other samples.
     Two runs (an uninterrupted one, and a resume from a copy of its iteration-1 checkpoint: rewind_to) instead of
     the fp32 test's three, since bf16 is ~10x slower on AVX2-only CPUs."""
