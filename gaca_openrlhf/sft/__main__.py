@@ -75,6 +75,9 @@ def main(argv=None) -> int:
         s.add_argument("--cycles", type=int, default=SFTConfig.cycles,
                        help="cosine learning-rate cycles with restarts, cycle c peaking at lr * 0.5**c")
         s.add_argument("--no-progress", action="store_true")
+        s.add_argument("--progress-lines", action="store_true",
+                       help="print '[gaca-progress] <stage> done/total' lines on stdout instead of progress bars "
+                            "(for a parent process: gaca_openrlhf.progress_lines)")
     args = p.parse_args(argv)
 
     from gaca_openrlhf.models.agent import ensure_agent_model
@@ -83,7 +86,14 @@ def main(argv=None) -> int:
 
     env = by_name[args.env][0]
     out = Path(args.out)
-    progress = None if args.no_progress else _bar("demonstrations")
+    def progress_for(stage: str):
+        if args.progress_lines:
+            from gaca_openrlhf.progress_lines import ProgressLines
+
+            return ProgressLines(stage)
+        return None if args.no_progress else _bar(stage)
+
+    progress = progress_for("demonstrations")
     try:
         steps, demo_stats = env.sft_demos(args, progress)
     except EnvConfigError as e:
@@ -120,7 +130,7 @@ def main(argv=None) -> int:
     texts = [s.prompt for s in steps] + [s.response for s in steps]
     base = ensure_agent_model(texts, spec)
     print(f"base model {base}", file=sys.stderr)
-    bar = None if args.no_progress else _bar("SFT")
+    bar = progress_for("SFT-steps")
     augment = None
     if cfg.augment_prob > 0:
         from gaca_openrlhf.sft.augment import Renamer

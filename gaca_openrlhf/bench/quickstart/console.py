@@ -7,6 +7,8 @@ import threading
 import time
 from pathlib import Path
 
+from gaca_openrlhf.progress_lines import time_left
+
 
 def fmt_duration(seconds: float) -> str:
     m, s = divmod(int(round(seconds)), 60)
@@ -26,6 +28,27 @@ class Console:
         self.tty = sys.stdout.isatty()
         self.timings: dict[str, float] = {}
         self.t0 = time.time()
+        self._progress = None  # (what, done, total, when the first unit of `what` was reported)
+
+    def progress(self, what: str, done: int, total: int) -> None:
+        """A running phase's progress (``runner.run_logged``'s ``on_progress``): shown in its live status line."""
+        now = time.time()
+        if self._progress is None or self._progress[0] != what or done < self._progress[1]:
+            self._progress = (what, done, total, now, done)  # a new stage: its rate is measured from here
+        else:
+            self._progress = (what, done, total, self._progress[3], self._progress[4])
+
+    def status(self, head: str, start: float, now: float | None = None) -> str:
+        """The live status line: elapsed time, and the current stage's progress and estimated time left."""
+        now = time.time() if now is None else now
+        line = f"{head} ... {fmt_duration(now - start)}"
+        if self._progress is not None:
+            what, done, total, since, first = self._progress
+            line += f"  {what} {done}/{total}"
+            left = time_left(now - since, done - first, total - first)
+            if left is not None:
+                line += f", ~{fmt_duration(left)} left"
+        return line
 
     def note(self, text: str) -> None:
         print(text, flush=True)
@@ -38,11 +61,15 @@ class Console:
         head = f"[{self.index}/{self.total}] {title}"
         stop = threading.Event()
         start = time.time()
+        self._progress = None
         if self.tty:
             def tick():
+                width = 0
                 while not stop.wait(1.0):
-                    sys.stdout.write(f"\r{head} ... {fmt_duration(time.time() - start)}")
+                    line = self.status(head, start)
+                    sys.stdout.write("\r" + line + " " * max(0, width - len(line)))
                     sys.stdout.flush()
+                    width = len(line)
             threading.Thread(target=tick, daemon=True).start()
         else:
             self.run_log.write(f"{head} started {time.strftime('%H:%M:%S')}\n")
@@ -60,7 +87,7 @@ class Console:
         took = time.time() - start
         self.timings[name] = round(took, 1)
         line = f"{head} ... done in {fmt_duration(took)}" + (f"  ({detail})" if detail else "")
-        print(("\r" if self.tty else "") + line + " " * 8, flush=True)
+        print(("\r" if self.tty else "") + line + (" " * 40 if self.tty else " " * 8), flush=True)
         self.run_log.write(line + "\n")
         self.run_log.flush()
         return detail

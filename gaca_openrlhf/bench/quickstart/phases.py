@@ -26,8 +26,8 @@ def phase_sft(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
                 "--epochs", str(cfg.sft_epochs), "--lr", str(cfg.sft_lr),
                 "--prompt-loss-weight", str(cfg.sft_prompt_loss_weight), "--augment-prob", str(cfg.sft_augment_prob),
                 "--upsample", cfg.sft_upsample, "--cycles", str(cfg.sft_cycles),
-                "--no-progress"],
-               con.log_dir / "sft.log", env=child_env())
+                "--progress-lines"],
+               con.log_dir / "sft.log", env=child_env(), on_progress=con.progress)
     st.warm = str(warm)
     st.sft = json.loads((warm / "gaca_sft.json").read_text())
     s = st.sft
