@@ -165,8 +165,8 @@ def render(result: dict) -> str:
     """Markdown tables of :func:`audit_known_mdp`'s result."""
     lines = [
         f"corridor MDP: {result['mdp']['n_states']} positions, {result['mdp']['n_actions']} actions, step limit "
-        f"{result['mdp']['horizon']}, anchors {result['anchor']}; {result['groups']} groups x {result['per_group']} episodes (seed "
-        f"{result['seed']}), {result['steps']} steps; win rate {result['win_rate']:.3f}; mean length won "
+        f"{result['mdp']['horizon']}, anchors {result['anchor']}; {result['groups']} groups x "
+        f"{result['per_group']} episodes (seed {result['seed']}), {result['steps']} steps; win rate {result['win_rate']:.3f}; mean length won "
         f"{result['mean_length_won']:.2f}, failed {result['mean_length_failed']:.2f}; per-turn normalisation shift "
         f"-cov(L,S)/mean(L) averaged over groups: {result['length_shift_mean']:+.3f}",
         "",
@@ -198,7 +198,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--per-group", type=int, default=8, help="episodes per group (n_samples_per_prompt)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--anchor", default="state", choices=["state", "time_state"],
-                   help="the step's anchor: its position (as ALFWorld: revisits share it) or (t, position)")
+                   help="the step's anchor: its position (revisits share it, as in a step-count-free observation) "
+                   "or (t, position)")
     p.add_argument("--json", default=None, help="also write the figures as JSON here")
     args = p.parse_args(argv)
     if args.groups < 1 or args.per_group < 2:
