@@ -104,14 +104,16 @@ def _iv(d: Optional[dict]) -> str:
 def markdown(result: dict, title: str = "Credit audit") -> str:
     """A report section: per estimator sign agreement (95 % interval over task groups) and Spearman, on all steps
     with progress and on the hard subsets; the paired differences; GACA's gate weight."""
-    n_ep = len(result.get("episodes", []))
-    won = sum(e["won"] for e in result.get("episodes", []))
-    pc = result.get("progress_counts", {})
+    head = f"{result['groups']} task groups, {result['steps']} steps"
+    if "episodes" in result:
+        eps = result["episodes"]
+        head = f"{len(eps)} episodes ({sum(e['won'] for e in eps)} won) in " + head
+    if "progress_counts" in result:
+        pc = result["progress_counts"]
+        head += f"; oracle progress positive {pc['positive']}, zero {pc['zero']}, negative {pc['negative']}"
     lines = [f"## {title}", "",
-             f"{n_ep} episodes ({won} won) in {result['groups']} task groups, {result['steps']} steps; oracle progress "
-             f"positive {pc.get('positive', 'n/a')}, zero {pc.get('zero', 'n/a')}, negative "
-             f"{pc.get('negative', 'n/a')}. Sign agreement: share of steps with non-zero progress whose advantage "
-             f"has its sign (95 % bootstrap interval over task groups, {result['bootstrap']} resamples).", "",
+             f"{head}. Sign agreement: share of steps with non-zero progress whose advantage has its sign (95 % "
+             f"bootstrap interval over task groups, {result['bootstrap']} resamples).", "",
              "| estimator | sign agree (n) | Spearman | good in failed | bad in won | repeated states |",
              "|---|---|---|---|---|---|"]
     for name, r in result["estimators"].items():

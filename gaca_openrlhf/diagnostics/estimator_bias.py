@@ -201,11 +201,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="the step's anchor: its position (revisits share it, as in a step-count-free observation) "
                    "or (t, position)")
     p.add_argument("--json", default=None, help="also write the figures as JSON here")
+    p.add_argument("--audit", action="store_true",
+                   help="instead: the credit audit (docs/credit_audit.md section 3) of every estimator on the sample, "
+                        "with oracle progress = positions gained")
+    p.add_argument("--bootstrap", type=int, default=500, help="bootstrap resamples of --audit")
     args = p.parse_args(argv)
     if args.groups < 1 or args.per_group < 2:
         p.error("need --groups >= 1 and --per-group >= 2")
-    result = audit_known_mdp(args.groups, args.per_group, args.seed, anchor=args.anchor)
-    print(render(result))
+    if args.audit:
+        from .audit_rollouts import markdown
+        from .credit_audit import credit_audit
+
+        mdp = corridor()
+        sampled = sample_groups(mdp, args.groups, args.per_group, seed=args.seed, anchor=args.anchor)
+        prog = sampled.oracle_progress(mdp.n_states)
+        result = credit_audit(sampled.batch, prog, sampled.won, AdvantageConfig(), n_boot=args.bootstrap,
+                              seed=args.seed)
+        result["progress_counts"] = {"positive": int((prog > 0).sum()), "zero": int((prog == 0).sum()),
+                                     "negative": int((prog < 0).sum())}
+        print(markdown(result, f"Credit audit on the corridor MDP ({args.groups} groups x {args.per_group} "
+                               f"episodes, seed {args.seed}, anchors {args.anchor}, default estimator settings)"))
+    else:
+        result = audit_known_mdp(args.groups, args.per_group, args.seed, anchor=args.anchor)
+        print(render(result))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

@@ -129,14 +129,24 @@ def corridor(n_positions: int = 4, hazard: float = 0.0, horizon: int = 10) -> Kn
 class SampledGroups:
     """Sampled episodes as one :class:`StepBatch` plus what the estimators do not see (all arrays per row).
 
-    ``state``/``action``: the step's (s, a); ``won``/``length``: its episode's outcome and number of steps.
+    ``state``/``action``: the step's (s, a); ``next_state``: where it led (S = won, S + 1 = failed, as in ``P``);
+    ``won``/``length``: its episode's outcome and number of steps.
     """
 
     batch: StepBatch
     state: np.ndarray
     action: np.ndarray
+    next_state: np.ndarray
     won: np.ndarray
     length: np.ndarray
+
+    def oracle_progress(self, n_states: int) -> np.ndarray:
+        """Oracle progress of every step, as the environments report it: the decrease of the distance to the goal
+        (positions left, n_states - s; 0 once won); NaN for a step that failed the episode (no distance left to
+        measure). In the corridor this is the position gained (a win from the last position: 1)."""
+        dist = lambda x: (n_states - x).astype(np.float64)  # noqa: E731  (the win state S has distance 0)
+        out = dist(self.state) - dist(np.minimum(self.next_state, n_states))
+        return np.where(self.next_state == n_states + 1, np.nan, out)
 
     def true_advantage(self, mdp: KnownMDP, gamma: float) -> np.ndarray:
         """A[t_i, s_i, a_i] of every row under discount ``gamma``."""
@@ -165,7 +175,7 @@ def sample_groups(mdp: KnownMDP, n_groups: int, n_per_group: int, seed: int = 0,
     state = np.full(n_ep, mdp.start)
     alive = np.ones(n_ep, dtype=bool)
     won = np.zeros(n_ep, dtype=bool)
-    rec_ep, rec_t, rec_s, rec_a, rec_r = [], [], [], [], []
+    rec_ep, rec_t, rec_s, rec_a, rec_r, rec_n = [], [], [], [], [], []
     t = 0
     while alive.any() and t < mdp.horizon:  # past the horizon the survivors have failed
         ep = np.flatnonzero(alive)
@@ -179,6 +189,7 @@ def sample_groups(mdp: KnownMDP, n_groups: int, n_per_group: int, seed: int = 0,
         rec_s.append(s)
         rec_a.append(a)
         rec_r.append(np.where(win_now, mdp.win_reward, 0.0))
+        rec_n.append(nxt)
         won[ep[win_now]] = True
         done = nxt >= s_n
         alive[ep[done]] = False
@@ -187,7 +198,7 @@ def sample_groups(mdp: KnownMDP, n_groups: int, n_per_group: int, seed: int = 0,
     ep_i, t_i = np.concatenate(rec_ep), np.concatenate(rec_t)
     order = np.lexsort((t_i, ep_i))
     ep_i, t_i = ep_i[order], t_i[order]
-    s_i, a_i, r_i = (np.concatenate(x)[order] for x in (rec_s, rec_a, rec_r))
+    s_i, a_i, r_i, n_i = (np.concatenate(x)[order] for x in (rec_s, rec_a, rec_r, rec_n))
     length = np.bincount(ep_i, minlength=n_ep)
     nll = -np.log(mdp.pi[s_i, a_i])
     entropy = -(mdp.pi * np.log(mdp.pi)).sum(-1)[s_i]
@@ -201,4 +212,4 @@ def sample_groups(mdp: KnownMDP, n_groups: int, n_per_group: int, seed: int = 0,
         nll=torch.as_tensor(nll, dtype=torch.float64),
         entropy=torch.as_tensor(entropy, dtype=torch.float64),
     )
-    return SampledGroups(batch=batch, state=s_i, action=a_i, won=won[ep_i], length=length[ep_i])
+    return SampledGroups(batch=batch, state=s_i, action=a_i, next_state=n_i, won=won[ep_i], length=length[ep_i])

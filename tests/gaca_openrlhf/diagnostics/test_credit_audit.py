@@ -114,3 +114,20 @@ def test_bad_input():
         audit_advantages({"x": [1.0, 2.0]}, [1.0, 1.0, 1.0], [True] * 3, [0, 0, 0], [False] * 3)
     with pytest.raises(ValueError, match="no step has non-zero oracle progress"):
         audit_advantages({"x": [1.0, 2.0]}, [0.0, NAN], [True] * 2, [0, 0], [False] * 2)
+
+
+def test_no_return_based_estimator_credits_a_good_step_in_a_failed_episode():
+    # With the reward a win bonus on the last step, every step of a failed episode has episode score and step
+    # return 0, the minimum of its group: A^E <= 0 and A^S <= 0, so any mixture of them is <= 0 and never has the
+    # sign of positive progress (derivation: docs/credit_audit.md section 3). EMPG's entropy bonus is left out.
+    # guards: the "good in failed" subset built from the wrong outcome or sign
+    from gaca_openrlhf.diagnostics.known_mdp import corridor, sample_groups
+
+    mdp = corridor()
+    s = sample_groups(mdp, 120, 8, seed=6)
+    out = credit_audit(s.batch, s.oracle_progress(mdp.n_states), s.won, AdvantageConfig(),
+                       estimators=["grpo", "gigpo", "gaca", "fixed_mixture", "hgpo"], n_boot=100)
+    for name, r in out["estimators"].items():
+        assert r["good_in_failed"]["n"] > 100
+        assert r["good_in_failed"]["sign_agree"]["value"] == 0.0, name
+        assert r["all"]["sign_agree"]["value"] > 0.5, name  # elsewhere they mostly agree

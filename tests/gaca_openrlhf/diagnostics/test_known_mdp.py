@@ -73,3 +73,18 @@ def test_bad_input():
         sample_groups(corridor(), 1, 2, anchor="text")
     with pytest.raises(ValueError, match="gamma"):
         corridor().values(1.5)
+
+
+def test_oracle_progress_is_the_position_gained():
+    # guards: progress with the wrong sign, or a failure counted as progress 0 instead of "no distance"
+    mdp = corridor()
+    s = sample_groups(mdp, 200, 8, seed=5)
+    p = s.oracle_progress(mdp.n_states)
+    k = mdp.n_states
+    advance, retreat, wait, gamble = (s.action == i for i in range(4))  # ACTIONS order
+    assert (p[wait] == 0).all()  # no hazard in the default corridor: a wait stays
+    assert set(np.unique(p[retreat])) <= {-1.0, 0.0} and (p[retreat & (s.state > 0)] == -1).any()
+    assert set(np.unique(p[advance])) <= {0.0, 1.0} and (p[advance] == 1).any()
+    gw = gamble & (s.next_state == k)  # a gamble that wins jumps the whole way
+    np.testing.assert_array_equal(p[gw], k - s.state[gw])
+    assert np.isnan(p[gamble & (s.next_state == k + 1)]).all() and np.isnan(p).any()
