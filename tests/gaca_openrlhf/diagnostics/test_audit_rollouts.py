@@ -90,6 +90,45 @@ def test_markdown_and_plot(tmp_path):
     assert (tmp_path / "audit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+class EmptySearchPolicy:
+    """WebShop policy reading the current page off the prompt: on a results page 'back to search', on the search
+    page a search with no result -- alternately losing and regaining the whole shop."""
+
+    def generate(self, requests):
+        out = []
+        for r in requests:
+            results = "Back to Search" in _decode_tail(r.prompt_ids)
+            act = "click[back to search]" if results else "search[zzzq qqqz]"
+            out.append(ScoredResult(text=f"<think>x</think><action>{act}</action>", token_ids=[1, 2],
+                                    finish_reason="stop", nll=0.5))
+        return out
+
+
+def _encode_text(text):
+    return [ord(c) for c in text]
+
+
+def _decode_tail(ids):
+    # the current observation sits at the end of the prompt; only a results page offers "Back to Search"
+    text = "".join(chr(i) for i in ids)
+    return text[text.rfind("current observation"):]
+
+
+def test_run_audit_on_webshop_reads_the_value_oracle():
+    # progress from oracle_value is after - before: the empty search loses the whole shop (-1), "back to search"
+    # regains it (+1). guards: the value's sign taken like a distance's
+    from webshop_server.engine import Shop
+    from webshop_server.testing import serve_in_thread
+
+    with serve_in_thread(Shop(num_products=200, seed=0), expose_goals=True) as url:
+        cfg = RunConfig(env="webshop", env_kwargs={"base_url": url}, episodes_per_task=2, seed=0, max_steps=4,
+                        max_new_tokens=16, prompt_max_len=100000, num_envs=2)
+        result = run_audit(["test:0", "test:1"], cfg, EmptySearchPolicy(), _encode_text,
+                           estimators=["grpo", "gaca"], n_boot=50)
+    assert result["progress_counts"] == {"positive": 8, "zero": 0, "negative": 8}  # 4 episodes: - + - +
+    assert result["steps"] == 16 and not any(e["won"] for e in result["episodes"])
+
+
 def test_an_environment_without_oracle_is_refused():
     # the toy env without oracle=True would give no progress; run_audit always switches it on, so feed the
     # pieces directly: no oracle info, no progress, a clear error
