@@ -5,25 +5,29 @@ the step minus the distance after it (0 for a step that changes nothing, negativ
 The distance is read from the engine's live PDDL facts (object locations, opened receptacles, held object, agent
 location) without stepping the game, so the episode is not disturbed.
 
-Exact for goals of the form "some object of type T inside some receptacle of type R" (``pick_and_place_simple``,
-the quickstart's task type; :func:`goal_of` recognises it from the game's PDDL goal). Every other goal gets None:
-no oracle, the step is left out of the audit.
+Exact for goals "some object of type T inside some receptacle of type R" (``pick_and_place_simple``, the
+quickstart's task type), the same with the object heated, cooled or cleaned first (``pick_heat/cool/clean_then_
+place_in_recep``: one more act at a microwave, fridge or sink basin) and "two objects of type T in one receptacle of
+type R" (``pick_two_obj_and_place``); :func:`goal_of` recognises them from the game's PDDL goal. Every other goal
+(``look_at_obj_in_light``, sliced objects) gets None: no oracle, the step is left out of the audit.
 
 The distance is a shortest-path search (uniform cost, i.e. breadth-first in actions) over the game's facts with
 the domain's own actions (ALFWorld's ``GotoLocation``, ``OpenObject``, ``PickupObject``, ``PutObject`` and their
 PDDL preconditions), restricted to the actions some shortest plan uses:
 
 - ``take`` only T objects (anything else must be put down again, which a plan without it saves);
+- ``heat``/``cool``/``clean`` only the held T object, untreated, and only that before it is placed (placed
+  untreated, it would have to be taken again);
 - ``move`` a T object only into an R receptacle (put elsewhere, it must be taken again), any other held object
   into any receptacle that can contain it (freeing the hands);
 - ``go to`` and ``open`` only right before the take or put they enable: a ``go to`` followed by another is
   wasted, and an opening can wait until the agent uses that receptacle (it must stand there for both).
 
-``close``, ``look``, ``examine``, ``inventory``, ``use``, ``heat``/``cool``/``clean`` and ``slice`` do not change
+``close``, ``look``, ``examine``, ``inventory``, ``use``, ``slice`` and a treatment of anything else do not change
 these facts or only remove a precondition, so no shortest plan needs them. Dropping the dominated actions keeps
 the search exact (the tests replay the search's own plan in the real engine: it wins in exactly that many steps,
-and no step of any played episode lowers the distance by more than one) and small: a plan has at most three
-take/put acts, so a search visits tens of states.
+and no step of any played episode lowers the distance by more than one) and small: a plan has at most five
+acts, so a search visits tens to hundreds of states.
 """
 from __future__ import annotations
 
@@ -39,30 +43,52 @@ _ATOM = re.compile(r"\((\w+)((?:\s+[?\w-]+)+)\)")
 _SIMPLE_PREDICATES = {"inreceptacle", "objecttype", "receptacletype"}
 
 
+#: treatment predicate of a goal -> (the object's capability predicate, the appliance's receptacle type, the verb)
+TREATMENTS = {
+    "ishot": ("heatable", "microwavetype", "heat"),
+    "iscool": ("coolable", "fridgetype", "cool"),
+    "isclean": ("cleanable", "sinkbasintype", "clean"),
+}
+
+
 @dataclass(frozen=True)
 class PlaceGoal:
-    """Some object of type ``obj_type`` inside some receptacle of type ``recep_type`` (lower-case PDDL types,
-    e.g. ``booktype`` / ``shelftype``, as the facts spell them)."""
+    """``count`` distinct objects of type ``obj_type`` inside one receptacle of type ``recep_type`` (lower-case PDDL
+    types, e.g. ``booktype`` / ``shelftype``, as the facts spell them), each first heated, cooled or cleaned when
+    ``treatment`` is ``ishot`` / ``iscool`` / ``isclean``."""
 
     obj_type: str
     recep_type: str
+    treatment: Optional[str] = None
+    count: int = 1
 
 
 def goal_of(pddl_problem: str) -> Optional[PlaceGoal]:
-    """The :class:`PlaceGoal` of a game's PDDL problem, or None when its goal is anything else (a heated, cleaned,
-    cooled, sliced or lit object, two objects): the oracle is exact only for the plain placement."""
+    """The :class:`PlaceGoal` of a game's PDDL problem: ALFWorld's ``pick_and_place_simple``, ``pick_heat_then_
+    place_in_recep``, ``pick_cool_...``, ``pick_clean_...`` and ``pick_two_obj_and_place`` goals. None for any other
+    goal (``look_at_obj_in_light``, sliced objects): no oracle rather than a wrong one."""
     m = _GOAL_BLOCK.search(pddl_problem)
     if m is None:
         raise ValueError("the PDDL problem has no (:goal ...) block")
     atoms = [(name.lower(), args.split()) for name, args in _ATOM.findall(m.group(1))]
     names = {a for a, _ in atoms}
-    if names != _SIMPLE_PREDICATES or len(atoms) != 3:
+    extra = names - _SIMPLE_PREDICATES
+    treatment = None
+    if extra:
+        treatment = next((t for t, (cap, _, _) in TREATMENTS.items() if extra == {t, cap}), None)
+        if treatment is None:
+            return None
+    if not _SIMPLE_PREDICATES <= names:
         return None
-    obj_t = next(args[1] for a, args in atoms if a == "objecttype")
-    rec_t = next(args[1] for a, args in atoms if a == "receptacletype")
-    if obj_t.startswith("?") or rec_t.startswith("?"):
+    obj_ts = {args[1].lower() for a, args in atoms if a == "objecttype"}
+    rec_ts = {args[1].lower() for a, args in atoms if a == "receptacletype"}
+    obj_vars = {args[0] for a, args in atoms if a == "objecttype"}
+    if len(obj_ts) != 1 or len(rec_ts) != 1 or any(t.startswith("?") for t in obj_ts | rec_ts):
         return None
-    return PlaceGoal(obj_t.lower(), rec_t.lower())
+    count = len(obj_vars)
+    if count not in (1, 2) or (count == 2 and treatment is not None):
+        return None
+    return PlaceGoal(obj_ts.pop(), rec_ts.pop(), treatment, count)
 
 
 @dataclass(frozen=True)
@@ -84,6 +110,7 @@ class World:
     can_contain: frozenset  # (receptacle type, object type) pairs
     pickupable: frozenset
     names: dict = field(default_factory=dict)
+    flags: dict = field(default_factory=dict)  # unary predicate (heatable, ishot, ...) -> frozenset of objects
 
     @classmethod
     def from_facts(cls, facts: Iterable, names: Optional[dict] = None) -> "World":
@@ -93,6 +120,7 @@ class World:
         agent_loc, held = [], []
         obj_in, recep_loc, obj_type, recep_type = {}, {}, {}, {}
         openable, opened, can_contain, pickupable = set(), set(), set(), set()
+        flags: dict = {k: set() for t, (cap, _, _) in TREATMENTS.items() for k in (t, cap)}
         for f in facts:
             n, args = f.name.lower(), [a.name for a in f.arguments]
             if n == "atlocation":
@@ -115,6 +143,8 @@ class World:
                 can_contain.add((args[0].lower(), args[1].lower()))
             elif n == "pickupable":
                 pickupable.add(args[0])
+            elif n in flags:
+                flags[n].add(args[0])
         if len(agent_loc) != 1:
             raise ValueError(f"expected one atLocation fact for the agent, got {len(agent_loc)}")
         if len(held) > 1:
@@ -122,27 +152,33 @@ class World:
         return cls(agent_loc=agent_loc[0], held=held[0] if held else None, obj_in=obj_in, recep_loc=recep_loc,
                    obj_type=obj_type, recep_type=recep_type, openable=frozenset(openable),
                    opened=frozenset(opened), can_contain=frozenset(can_contain), pickupable=frozenset(pickupable),
-                   names=dict(names or {}))
+                   names=dict(names or {}), flags={k: frozenset(v) for k, v in flags.items()})
 
 
-def plan(world: World, goal: PlaceGoal, max_cost: int = 16) -> Optional[list[tuple]]:
+def plan(world: World, goal: PlaceGoal, max_cost: int = 24) -> Optional[list[tuple]]:
     """A shortest action sequence that wins from ``world`` (``[]`` when the goal already holds), each action a
-    tuple ``("goto", location)``, ``("open", receptacle)``, ``("take", object, receptacle)`` or
-    ``("put", object, receptacle)``; None when no plan of at most ``max_cost`` actions exists.
+    tuple ``("goto", location)``, ``("open", receptacle)``, ``("take", object, receptacle)``,
+    ``("put", object, receptacle)`` or ``(verb, object, appliance)`` with verb heat / cool / clean; None when no
+    plan of at most ``max_cost`` actions exists.
 
-    The search runs over *acts*: go to a receptacle's location if not there, open it if it is closed, then take
-    from it or put into it (1 to 3 actions). A shortest plan of single actions can always be written this way: a
-    ``go to`` followed by another one is wasted, and an opening can wait until the agent uses that receptacle (it
-    must stand there for both). Acts cost their number of actions, so the search is uniform-cost (Dijkstra)."""
-    targets = [o for o, t in world.obj_type.items() if t == goal.obj_type and o in world.pickupable]
+    The search runs over *acts*: go to a receptacle's location if not there, open it if it is closed (not for an
+    appliance: the domain heats, cools and cleans with it closed), then take from it, put into it or treat the held
+    object with it (1 to 3 actions). A shortest plan of single actions can always be written this way: a ``go to``
+    followed by another one is wasted, and an opening can wait until the agent uses that receptacle (it must stand
+    there for both). Acts cost their number of actions, so the search is uniform-cost (Dijkstra)."""
+    cap, appliance, verb = TREATMENTS[goal.treatment] if goal.treatment else (None, None, None)
+    targets = [o for o, t in world.obj_type.items() if t == goal.obj_type and o in world.pickupable
+               and (cap is None or o in world.flags.get(cap, ()))]
     goal_receps = frozenset(r for r, t in world.recep_type.items() if t == goal.recep_type)
-    # objects of type T that cannot be picked up never move: in an R receptacle they already satisfy the goal
-    fixed = [o for o, t in world.obj_type.items() if t == goal.obj_type and o not in world.pickupable]
-    if any(world.obj_in.get(o) in goal_receps for o in fixed):
-        return []
+    appliances = sorted(r for r, t in world.recep_type.items() if t == appliance) if appliance else []
+    if goal.count == 1 and goal.treatment is None:
+        # objects of type T that cannot be picked up never move: in an R receptacle they already satisfy the goal
+        fixed = [o for o, t in world.obj_type.items() if t == goal.obj_type and o not in world.pickupable]
+        if any(world.obj_in.get(o) in goal_receps for o in fixed):
+            return []
     other = world.held if world.held is not None and world.held not in targets else None
     tracked = tuple(sorted(set(targets) | ({other} if other else set())))
-    if not tracked:
+    if not targets:
         return None
     idx = {o: i for i, o in enumerate(tracked)}
     loc_of = world.recep_loc
@@ -150,13 +186,15 @@ def plan(world: World, goal: PlaceGoal, max_cost: int = 16) -> Optional[list[tup
     def fits(r: str, o: str) -> bool:
         return (world.recep_type.get(r), world.obj_type.get(o)) in world.can_contain
 
-    def won(pos: tuple) -> bool:
-        return any(pos[idx[o]] in goal_receps for o in targets)
+    def won(pos: tuple, treated: frozenset) -> bool:
+        placed = [pos[idx[o]] for o in targets if pos[idx[o]] in goal_receps and (cap is None or o in treated)]
+        return any(placed.count(r) >= goal.count for r in set(placed))
 
     start_pos = tuple(HELD if o == world.held else world.obj_in.get(o) for o in tracked)
-    if won(start_pos):
+    start_treated = frozenset(o for o in targets if goal.treatment and o in world.flags.get(goal.treatment, ()))
+    if won(start_pos, start_treated):
         return []
-    start = (world.agent_loc, start_pos, world.opened)
+    start = (world.agent_loc, start_pos, world.opened, start_treated)
     best = {start: 0}
     parent: dict = {start: None}
     heap = [(0, 0, start)]
@@ -165,10 +203,16 @@ def plan(world: World, goal: PlaceGoal, max_cost: int = 16) -> Optional[list[tup
         cost, _, state = heapq.heappop(heap)
         if cost > best[state]:
             continue
-        loc, pos, opened = state
-        if won(pos):
+        loc, pos, opened, treated = state
+        if won(pos, treated):
             return _unwind(parent, state)
         holding = next((o for o in tracked if pos[idx[o]] == HELD), None)
+        if holding is not None and cap is not None and holding in targets and holding not in treated:
+            for r in appliances:  # the held object must be treated before it is placed
+                steps = ([] if loc_of.get(r) == loc else [("goto", loc_of[r])]) + [(verb, holding, r)]
+                _push(heap, best, parent, state, cost, steps, (loc_of[r], pos, opened, treated | {holding}),
+                      max_cost, tie := tie + 1)
+            continue
         for r in _next_receptacles(holding, targets, goal_receps, pos, idx, loc_of, fits):
             steps = [] if loc_of[r] == loc else [("goto", loc_of[r])]
             now_open = opened
@@ -179,15 +223,15 @@ def plan(world: World, goal: PlaceGoal, max_cost: int = 16) -> Optional[list[tup
                 for o in targets:  # every T object in r is a different act
                     if pos[idx[o]] == r:
                         _push(heap, best, parent, state, cost, steps + [("take", o, r)],
-                              (loc_of[r], _moved(pos, idx[o], HELD), now_open), max_cost, tie := tie + 1)
+                              (loc_of[r], _moved(pos, idx[o], HELD), now_open, treated), max_cost, tie := tie + 1)
             else:
                 _push(heap, best, parent, state, cost, steps + [("put", holding, r)],
-                      (loc_of[r], _moved(pos, idx[holding], r), now_open), max_cost, tie := tie + 1)
+                      (loc_of[r], _moved(pos, idx[holding], r), now_open, treated), max_cost, tie := tie + 1)
     return None
 
 
 def _next_receptacles(holding, targets, goal_receps, pos, idx, loc_of, fits) -> list:
-    """Receptacles the next act can use: with empty hands, one holding a T object; holding a T object, an R
+    """Receptacles the next take or put can use: with empty hands, one holding a T object; holding a T object, an R
     receptacle (put elsewhere, it would have to be taken again); holding another object, any that can take it."""
     if holding is None:
         out = {pos[idx[o]] for o in targets if pos[idx[o]] not in (HELD, None)}
@@ -250,6 +294,8 @@ def commands(world: World, actions: list[tuple]) -> list[str]:
             out.append(f"open {name(a[1])}")
         elif a[0] == "take":
             out.append(f"take {name(a[1])} from {name(a[2])}")
-        else:
+        elif a[0] == "put":
             out.append(f"move {name(a[1])} to {name(a[2])}")
+        else:  # heat / cool / clean
+            out.append(f"{a[0]} {name(a[1])} with {name(a[2])}")
     return out

@@ -83,8 +83,15 @@ def test_goal_of():
     simple = ("(define (problem p) (:goal (and (exists (?r - receptacle) (exists (?o - object) (and "
               "(inReceptacle ?o ?r) (objectType ?o BookType) (receptacleType ?r ShelfType))))))\n)")
     assert goal_of(simple) == PlaceGoal("booktype", "shelftype")
-    heated = simple.replace("(inReceptacle ?o ?r)", "(inReceptacle ?o ?r) (isHot ?o)")
-    assert goal_of(heated) is None  # not covered: no oracle rather than a wrong one
+    heated = simple.replace("(inReceptacle ?o ?r)", "(heatable ?o) (inReceptacle ?o ?r) (isHot ?o)")
+    assert goal_of(heated) == PlaceGoal("booktype", "shelftype", "ishot", 1)
+    two = ("(define (problem p) (:goal (and (exists (?r - receptacle) (exists (?o1 - object) (and (objectType ?o1 "
+           "SpatulaType) (receptacleType ?r SinkBasinType) (inReceptacle ?o1 ?r) (exists (?o2 - object) (and "
+           "(not (= ?o1 ?o2)) (objectType ?o2 SpatulaType) (receptacleType ?r SinkBasinType) "
+           "(inReceptacle ?o2 ?r)))))))))\n)")
+    assert goal_of(two) == PlaceGoal("spatulatype", "sinkbasintype", None, 2)
+    sliced = simple.replace("(inReceptacle ?o ?r)", "(sliceable ?o) (isSliced ?o) (inReceptacle ?o ?r)")
+    assert goal_of(sliced) is None  # not covered: no oracle rather than a wrong one
     with pytest.raises(ValueError, match="goal"):
         goal_of("(define (problem p))")
 
@@ -210,12 +217,44 @@ def test_cost_per_step(simple_games):
         env.close()
 
 
+def test_other_task_types_replay_and_gain_at_most_one(paths, walkthrough):
+    # the heat / cool / clean and two-object goals: the search's plan wins in exactly d steps, and the stored
+    # expert walkthrough never lowers d by more than one. guards: a treatment the search skips, or a second object
+    # put into a different receptacle than the first
+    from agents.alfworld.env import AlfworldEnv
+
+    env = AlfworldEnv(oracle=True)
+    try:
+        for kind in ("pick_clean_then_place_in_recep", "pick_cool_then_place_in_recep",
+                     "pick_heat_then_place_in_recep", "pick_two_obj_and_place"):
+            _, s = env.reset(paths[kind])
+            d0 = s.info["oracle_distance"]
+            world = World.from_facts(env.engine.facts(), _names(env))
+            cmds = oracle.commands(world, plan(world, goal_of(env.engine.pddl_problem)))
+            assert len(cmds) == d0 > 0
+            for i, cmd in enumerate(cmds):
+                assert cmd in s.admissible_actions, (kind, cmd)
+                s = env.step(cmd)
+                assert s.info["oracle_distance"] == d0 - i - 1
+            assert s.won
+            _, s = env.reset(paths[kind])
+            d = s.info["oracle_distance"]
+            for cmd in walkthrough(paths[kind]):
+                s = env.step(cmd)
+                assert d - s.info["oracle_distance"] <= 1, (kind, cmd)
+                assert (s.info["oracle_distance"] == 0) == s.won
+                d = s.info["oracle_distance"]
+            assert s.won
+    finally:
+        env.close()
+
+
 def test_uncovered_task_type_has_no_oracle(paths):
     from agents.alfworld.env import AlfworldEnv
 
     env = AlfworldEnv(oracle=True)
     try:
-        _, s = env.reset(paths["pick_heat_then_place_in_recep"])
+        _, s = env.reset(paths["look_at_obj_in_light"])
         assert s.info["oracle_distance"] is None
         s = env.step("look")
         assert s.info["oracle_distance"] is None
