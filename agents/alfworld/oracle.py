@@ -8,8 +8,9 @@ location) without stepping the game, so the episode is not disturbed.
 Exact for goals "some object of type T inside some receptacle of type R" (``pick_and_place_simple``, the
 quickstart's task type), the same with the object heated, cooled or cleaned first (``pick_heat/cool/clean_then_
 place_in_recep``: one more act at a microwave, fridge or sink basin) and "two objects of type T in one receptacle of
-type R" (``pick_two_obj_and_place``); :func:`goal_of` recognises them from the game's PDDL goal. Every other goal
-(``look_at_obj_in_light``, sliced objects) gets None: no oracle, the step is left out of the audit.
+type R" (``pick_two_obj_and_place``), and "hold an object of type T where a lamp of type L is switched on"
+(``look_at_obj_in_light``, :func:`plan_light`); :func:`goal_of` recognises them from the game's PDDL goal. Any
+other goal (e.g. sliced objects) gets None: no oracle, the step is left out of the audit.
 
 The distance is a shortest-path search (uniform cost, i.e. breadth-first in actions) over the game's facts with
 the domain's own actions (ALFWorld's ``GotoLocation``, ``OpenObject``, ``PickupObject``, ``PutObject`` and their
@@ -63,15 +64,37 @@ class PlaceGoal:
     count: int = 1
 
 
-def goal_of(pddl_problem: str) -> Optional[PlaceGoal]:
-    """The :class:`PlaceGoal` of a game's PDDL problem: ALFWorld's ``pick_and_place_simple``, ``pick_heat_then_
-    place_in_recep``, ``pick_cool_...``, ``pick_clean_...`` and ``pick_two_obj_and_place`` goals. None for any other
-    goal (``look_at_obj_in_light``, sliced objects): no oracle rather than a wrong one."""
+@dataclass(frozen=True)
+class LightGoal:
+    """Hold an object of type ``obj_type`` where a lamp of type ``lamp_type`` has been switched on
+    (``look_at_obj_in_light``)."""
+
+    obj_type: str
+    lamp_type: str
+
+
+_LIGHT_PREDICATES = {"objecttype", "toggleable", "istoggled", "receptacleatlocation", "atlocation", "inreceptacle",
+                     "holds"}
+
+
+def goal_of(pddl_problem: str):
+    """The goal of a game's PDDL problem: a :class:`PlaceGoal` for ALFWorld's ``pick_and_place_simple``,
+    ``pick_heat/cool/clean_then_place_in_recep`` and ``pick_two_obj_and_place``, a :class:`LightGoal` for
+    ``look_at_obj_in_light``; None for any other goal (sliced objects): no oracle rather than a wrong one."""
     m = _GOAL_BLOCK.search(pddl_problem)
     if m is None:
         raise ValueError("the PDDL problem has no (:goal ...) block")
     atoms = [(name.lower(), args.split()) for name, args in _ATOM.findall(m.group(1))]
     names = {a for a, _ in atoms}
+    if names == _LIGHT_PREDICATES:
+        held = {args[1] for a, args in atoms if a == "holds"}
+        lit = {args[0] for a, args in atoms if a == "istoggled"}
+        types = {args[0]: args[1].lower() for a, args in atoms if a == "objecttype"}
+        obj_t = {types.get(v) for v in held}
+        lamp_t = {types.get(v) for v in lit}
+        if len(obj_t) == 1 and len(lamp_t) == 1 and None not in obj_t | lamp_t:
+            return LightGoal(obj_t.pop(), lamp_t.pop())
+        return None
     extra = names - _SIMPLE_PREDICATES
     treatment = None
     if extra:
@@ -121,6 +144,7 @@ class World:
         obj_in, recep_loc, obj_type, recep_type = {}, {}, {}, {}
         openable, opened, can_contain, pickupable = set(), set(), set(), set()
         flags: dict = {k: set() for t, (cap, _, _) in TREATMENTS.items() for k in (t, cap)}
+        flags.update(toggleable=set(), istoggled=set())
         for f in facts:
             n, args = f.name.lower(), [a.name for a in f.arguments]
             if n == "atlocation":
@@ -267,8 +291,74 @@ def distance(world: World, goal: Optional[PlaceGoal]) -> Optional[int]:
     """Actions a full-knowledge agent still needs to win from ``world``; None without a supported goal or plan."""
     if goal is None:
         return None
-    p = plan(world, goal)
+    p = plan_light(world, goal) if isinstance(goal, LightGoal) else plan(world, goal)
     return None if p is None else len(p)
+
+
+def plan_light(world: World, goal: LightGoal, max_cost: int = 16) -> Optional[list[tuple]]:
+    """A shortest action sequence to hold an object of type T at the location of a switched-on lamp of type L
+    (``("goto", location)``, ``("open", r)``, ``("take", o, r)``, ``("put", o, r)``, ``("use", lamp)``); ``[]`` when
+    that already holds, None when no plan of at most ``max_cost`` actions exists. Acts as in :func:`plan`: take a
+    T object, put a held other object down, switch a lamp on (at its receptacle's location), and, holding a T
+    object, go to a lit lamp; a lamp, once switched on, stays ``isToggled``."""
+    targets = [o for o, t in world.obj_type.items() if t == goal.obj_type and o in world.pickupable]
+    lamps = [o for o, t in world.obj_type.items() if t == goal.lamp_type
+             and o in world.flags.get("toggleable", ()) and world.obj_in.get(o) in world.recep_loc]
+    if not targets or not lamps:
+        return None
+    loc_of = world.recep_loc
+    lamp_loc = {lmp: loc_of[world.obj_in[lmp]] for lmp in lamps}
+
+    def fits(r: str, o: str) -> bool:
+        return (world.recep_type.get(r), world.obj_type.get(o)) in world.can_contain
+
+    def done(loc, held, lit) -> bool:
+        return held in targets and any(lamp_loc[lmp] == loc for lmp in lit)
+
+    # state: (agent location, held object, where each T object is, lamps switched on, opened receptacles)
+    start = (world.agent_loc, world.held, tuple(world.obj_in.get(o) for o in targets),
+             frozenset(lmp for lmp in lamps if lmp in world.flags.get("istoggled", ())), world.opened)
+    if done(start[0], start[1], start[3]):
+        return []
+    best = {start: 0}
+    parent: dict = {start: None}
+    heap = [(0, 0, start)]
+    tie = 0
+    while heap:
+        cost, _, state = heapq.heappop(heap)
+        if cost > best[state]:
+            continue
+        loc, held, pos, lit, opened = state
+        if done(loc, held, lit):
+            return _unwind(parent, state)
+        moves = []
+        for lmp in lamps:  # switch a lamp on (a lit one again would change nothing)
+            if lmp not in lit:
+                go = [] if lamp_loc[lmp] == loc else [("goto", lamp_loc[lmp])]
+                moves.append((go + [("use", lmp)], (lamp_loc[lmp], held, pos, lit | {lmp}, opened)))
+        if held in targets:
+            for lmp in lit:
+                if lamp_loc[lmp] != loc:
+                    moves.append(([("goto", lamp_loc[lmp])], (lamp_loc[lmp], held, pos, lit, opened)))
+        else:
+            receps = ({pos[i] for i in range(len(targets)) if pos[i] is not None} if held is None
+                      else {r for r in loc_of if fits(r, held)})
+            for r in sorted(r for r in receps if r in loc_of):
+                steps = [] if loc_of[r] == loc else [("goto", loc_of[r])]
+                now_open = opened
+                if r in world.openable and r not in opened:
+                    steps.append(("open", r))
+                    now_open = opened | {r}
+                if held is None:
+                    for i, o in enumerate(targets):
+                        if pos[i] == r:
+                            moves.append((steps + [("take", o, r)],
+                                          (loc_of[r], o, _moved(pos, i, None), lit, now_open)))
+                else:  # a held other object goes down first
+                    moves.append((steps + [("put", held, r)], (loc_of[r], None, pos, lit, now_open)))
+        for steps, nxt in moves:
+            _push(heap, best, parent, state, cost, steps, nxt, max_cost, tie := tie + 1)
+    return None
 
 
 def progress(before: Optional[int], after: Optional[int]) -> Optional[float]:
@@ -287,6 +377,7 @@ def commands(world: World, actions: list[tuple]) -> list[str]:
     for i, a in enumerate(actions):
         if a[0] == "goto":
             nxt = next((b[-1] for b in actions[i + 1:i + 2] if b[0] != "goto"), None)
+            nxt = world.obj_in.get(nxt, nxt)  # a lamp to use: name the receptacle it stands in
             here = [r for r, l in world.recep_loc.items() if l == a[1]]
             recep = nxt if nxt in here else sorted(here, key=name)[0]
             out.append(f"go to {name(recep)}")
@@ -296,6 +387,8 @@ def commands(world: World, actions: list[tuple]) -> list[str]:
             out.append(f"take {name(a[1])} from {name(a[2])}")
         elif a[0] == "put":
             out.append(f"move {name(a[1])} to {name(a[2])}")
+        elif a[0] == "use":
+            out.append(f"use {name(a[1])}")
         else:  # heat / cool / clean
             out.append(f"{a[0]} {name(a[1])} with {name(a[2])}")
     return out
