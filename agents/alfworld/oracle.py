@@ -287,8 +287,9 @@ def _unwind(parent: dict, state) -> list[tuple]:
     return out
 
 
-def distance(world: World, goal: Optional[PlaceGoal]) -> Optional[int]:
-    """Actions a full-knowledge agent still needs to win from ``world``; None without a supported goal or plan."""
+def distance(world: World, goal) -> Optional[int]:
+    """Actions a full-knowledge agent still needs to win from ``world`` for ``goal`` (a :class:`PlaceGoal`, a
+    :class:`LightGoal` or None); None without a supported goal or plan."""
     if goal is None:
         return None
     p = plan_light(world, goal) if isinstance(goal, LightGoal) else plan(world, goal)
