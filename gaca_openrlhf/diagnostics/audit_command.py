@@ -65,6 +65,12 @@ def main(argv=None) -> int:
         if unknown:
             print(f"error: unknown estimator(s) {unknown}; registered: {list_estimators()}", file=sys.stderr)
             return 2
+    from agents.registry import spec as env_spec
+
+    if not env_spec(args.env).oracle:
+        print(f"error: environment {args.env!r} provides no oracle progress (EnvSpec.oracle): nothing to audit",
+              file=sys.stderr)
+        return 2
     from gaca_openrlhf.eval.session import EvalSession, write_json
 
     from .audit_rollouts import markdown, plot, run_audit

@@ -162,3 +162,19 @@ def test_audit_command_tiny_model_vllm_cpu(tmp_path):
     assert set(data["estimators"]) == set(list_estimators()) - {"empg"}
     assert (out / "audit.md").read_text().startswith("## Credit audit")
     assert (out / "audit.png").stat().st_size > 0
+
+
+def test_command_refuses_an_environment_without_oracle(tmp_path, monkeypatch):
+    # an environment registered from outside the repository (GACA_ENVIRONMENTS) whose spec declares no oracle
+    # guards: an audit started on it (it would play every episode and then find no progress)
+    import agents.registry as registry
+    from gaca_openrlhf.diagnostics.audit_command import main
+
+    assert registry.spec("alfworld").oracle and registry.spec("webshop").oracle and registry.spec("toy").oracle
+    (tmp_path / "plain_corridor_env.py").write_text(
+        "import dataclasses\nfrom agents.toy.spec import SPEC as _TOY\n"
+        "SPEC = dataclasses.replace(_TOY, name='plaincorridor', oracle=False)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(registry.EXTRA_ENV_VAR, "plaincorridor=plain_corridor_env")
+    assert main(["--model", str(tmp_path), "--env", "plaincorridor", "--out", str(tmp_path / "o")]) == 2
+    assert not (tmp_path / "o").exists()
