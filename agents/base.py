@@ -299,6 +299,10 @@ class EnvSpec:
         failure_hint: what of the env's own setup to check when most of its episodes fail (its data, its server);
         training's failed-iteration error names it (None: only the generic causes). server_preflight:
         :class:`ServerPreflight`, the check of ``python -m gaca_openrlhf.preflight --url`` (None: no server).
+    Credit audit (docs/credit_audit.md)
+        oracle: the adapter accepts ``oracle=True`` and then reports, in every ``EnvStep.info`` (after reset and
+        after each step), ``oracle_distance`` (actions a full-knowledge agent still needs) or ``oracle_value`` (best
+        reward still reachable); None there for a task it does not cover.
     Task files (``python -m gaca_openrlhf.rollout.tasks <env>``)
         add_task_args(subparser); task_ids(args) -> task ids (default: ``--num N`` integer tasks).
     SFT demonstrations (``python -m gaca_openrlhf.sft <env>``)
@@ -342,6 +346,8 @@ class EnvSpec:
     # training, start-up checks
     failure_hint: str | None = None
     server_preflight: ServerPreflight | None = None
+    # credit audit
+    oracle: bool = False
     # task files
     add_task_args: Callable[[Any], None] = _add_num_arg
     task_ids: Callable[[Any], list] = _num_task_ids

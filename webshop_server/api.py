@@ -9,6 +9,8 @@
   returns the stored answer instead of acting twice.
 * ``POST /api/close`` ``{"session_id"}`` frees a session.
 * ``GET /api/goal?session_id=...`` (only with ``expose_goals``) -> the goal with WebShop's field names.
+* ``GET /api/oracle?session_id=...`` (only with ``expose_goals``) -> ``{"value", "page", "basis", "asin",
+  "options"}``: the best reward still reachable from the session's page (:mod:`webshop_server.oracle`).
 * ``GET /api/stats`` -> catalog/goal/session counters.
 
 Errors raise :class:`ApiError`, which the app answers as JSON ``{"error": reason, **extra}``.
@@ -23,6 +25,7 @@ from flask import Blueprint, jsonify, request
 
 from webshop_server.engine import ShopSession
 from webshop_server.goals import SPLITS, public_goal, split_range
+from webshop_server.oracle import PageOracle
 from webshop_server.sessions import UNKNOWN
 from webshop_server.state import MAX_ACTION_CHARS, MAX_BODY_BYTES, ShopState, strict_json
 
@@ -183,6 +186,17 @@ def api_blueprint(state: ShopState) -> Blueprint:
             raise ApiError(404, "goals are not exposed (start the server with --expose-goals)")
         s = session_from(request.args.get("session_id"))
         return jsonify({**public_goal(s.goal), "goal_index": s.goal_index})
+
+    oracle = PageOracle(shop) if state.expose_goals else None
+
+    @bp.get("/api/oracle")
+    def oracle_value():
+        if oracle is None:
+            raise ApiError(404, "the oracle is not exposed (start the server with --expose-goals)")
+        s = session_from(request.args.get("session_id"))
+        with s.lock:  # the page may not change while its value is computed
+            out = oracle.value(s)
+        return jsonify(out)
 
     @bp.route("/api/<path:_rest>", methods=["GET", "POST", "PUT", "DELETE", "PATCH"])
     def unknown(_rest: str):

@@ -533,6 +533,17 @@ class GameEngine:
         with ENGINE_LOCK:
             return self.env.step(command)
 
+    def facts(self) -> list:
+        """The live PDDL facts of the current game state, read without stepping it (the oracle's input)."""
+        with ENGINE_LOCK:
+            return list(self._pddl._pddl_state.facts)
+
+    @property
+    def pddl_problem(self) -> str:
+        """The PDDL problem (objects, initial state, goal) of the loaded game."""
+        with ENGINE_LOCK:
+            return self._pddl._game_data["pddl_problem"]
+
     @property
     def cache_info(self) -> dict[str, int]:
         info = {"hits": self._pddl.cache_hits, "misses": self._pddl.cache_misses, "size": len(self._pddl._cache)}

@@ -21,7 +21,10 @@ Episode contract (docs/design.md §2.4):
   An unknown command that is executed goes to the engine, which answers ``"Nothing happens."``.
 - ``anchor`` = the raw observation string of the step (GiGPO anchor state); ``observation`` is the same text.
 - ``admissible_actions`` omits ``help`` (as verl-agent does); it stays executable.
-- ``info``: ``task_type`` (id 1-6), ``task_type_name``, ``won``, ``steps``, ``truncated``, ``gamefile``.
+- ``info``: ``task_type`` (id 1-6), ``task_type_name``, ``won``, ``steps``, ``truncated``, ``gamefile``; with
+  ``oracle=True`` also ``oracle_distance``: the actions a full-knowledge agent still needs to win from the state
+  after the step (:mod:`agents.alfworld.oracle`; None for goals it does not cover). The credit audit's progress
+  of a step is the previous step's distance minus this one (docs/credit_audit.md section 2).
 
 Loaded games are cached per process (LRU, ``cache_size``): repeated resets of a game skip PDDL translation.
 """
@@ -114,12 +117,14 @@ class AlfworldEnv:
     name = NAME
 
     def __init__(self, data_dir: str | None = None, max_steps: int = MAX_STEPS, cache_size: int = 32,
-                 hide_help: bool = True, request_facts: bool = False) -> None:
+                 hide_help: bool = True, request_facts: bool = False, oracle: bool = False) -> None:
         from agents.alfworld.engine import GameEngine  # lazy: TextWorld/ALFWorld load only when an env is built
 
         self.data_dir = data_dir
         self.max_steps = int(max_steps)
         self.hide_help = hide_help
+        self.oracle = bool(oracle)
+        self._goals: dict = {}  # gamefile -> its oracle goal (None: not covered)
         self.engine = GameEngine(cache_size=cache_size, request_facts=request_facts)
         self._traj_cache: dict[str, dict] = {}
         self._gamefile: str | None = None
@@ -137,9 +142,27 @@ class AlfworldEnv:
         return [c for c in cmds if not (self.hide_help and c == "help")]
 
     def _info(self) -> dict[str, Any]:
-        return {"task_type": self._task_type, "task_type_name": assets.TASK_TYPES.get(self._task_type, ""),
+        info = {"task_type": self._task_type, "task_type_name": assets.TASK_TYPES.get(self._task_type, ""),
                 "won": self._won, "steps": self._steps,
                 "truncated": bool(self._done and not self._won), "gamefile": self._gamefile or ""}
+        if self.oracle:
+            info["oracle_distance"] = self.oracle_distance()
+        return info
+
+    def oracle_distance(self) -> int | None:
+        """Actions a full-knowledge agent still needs to win from the current state (0 once won), from the
+        engine's live facts without stepping the game; None when the game's goal is not one the oracle covers
+        (:func:`agents.alfworld.oracle.goal_of`)."""
+        from agents.alfworld import oracle
+
+        if self._gamefile is None:
+            raise EnvError("oracle_distance() without an active episode: call reset() first")
+        if self._gamefile not in self._goals:
+            self._goals[self._gamefile] = oracle.goal_of(self.engine.pddl_problem)
+        goal = self._goals[self._gamefile]
+        if goal is None:
+            return None
+        return oracle.distance(oracle.World.from_facts(self.engine.facts()), goal)
 
     # -- AgentEnv
     def reset(self, task: str | int) -> tuple[str, EnvStep]:

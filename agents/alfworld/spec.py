@@ -116,4 +116,5 @@ SPEC = EnvSpec(
     # examples/gpu/_train_alfworld.sh; synthetic prompts: a room and a history of 2 steps
     gpu_recipe=GpuRecipe(prompt_len=2048, response_len=512, mini_batch_steps=256, synthetic_prompt_len=(500, 1300)),
     tiny_corpus_sample=tiny_corpus.sample,
+    oracle=True,  # with oracle=True in its config the adapter reports info["oracle_distance"] (docs/credit_audit.md)
 )

@@ -6,7 +6,9 @@ adapters, ``step(action, valid=False)`` answers "Nothing happens." without execu
 ``invalid_action="noop"`` mode). Observations
 repeat across trajectories (same room = same anchor), so GiGPO/GACA step groups are non-trivial. It is NOT a
 stand-in for ALFWorld/WebShop in the end-to-end tests; it only makes the rollout testable in seconds.
-Task ids are integers: goal = 1 + task % (length - 1).
+Task ids are integers: goal = 1 + task % (length - 1). With ``oracle=True`` every ``EnvStep.info`` carries
+``oracle_distance`` = |goal - room|, the actions a full-knowledge agent still needs (the credit audit's input,
+docs/credit_audit.md).
 """
 from __future__ import annotations
 
@@ -31,13 +33,15 @@ PROMPT = PromptTemplate(
 class ToyCorridorEnv:
     name = "toy"
 
-    def __init__(self, length: int = 4, max_steps: int = 6, fail_on_task: int | None = None):
+    def __init__(self, length: int = 4, max_steps: int = 6, fail_on_task: int | None = None, oracle: bool = False):
         self.length, self.max_steps, self.fail_on_task = length, max_steps, fail_on_task
+        self.oracle = bool(oracle)
         self.room = self.goal = self.steps = 0
 
     def _obs(self) -> EnvStep:
         text = f"You are in room {self.room}. The corridor has rooms 0 to {self.length - 1}."
-        return EnvStep(observation=text, anchor=text, admissible_actions=["go forward", "go back", "look"])
+        info = {"oracle_distance": abs(self.goal - self.room)} if self.oracle else {}
+        return EnvStep(observation=text, anchor=text, admissible_actions=["go forward", "go back", "look"], info=info)
 
     def reset(self, task):
         task = int(task)
@@ -60,7 +64,7 @@ class ToyCorridorEnv:
             out.observation = "Nothing happens. " + out.observation
         out.reward, out.won = (10.0 if won else 0.0), won
         out.done = won or self.steps >= self.max_steps
-        out.info = {"task_type": "corridor", "score": float(won)}
+        out.info = {**out.info, "task_type": "corridor", "score": float(won)}
         return out
 
     def close(self) -> None:

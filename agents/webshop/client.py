@@ -151,6 +151,10 @@ class WebShopClient:
     def goal(self, session_id: str) -> dict[str, Any]:
         return self.request("GET", "/api/goal", params={"session_id": session_id}, idempotent=True)
 
+    def oracle(self, session_id: str) -> dict[str, Any]:
+        """The best reward still reachable from the session's page (server started with ``--expose-goals``)."""
+        return self.request("GET", "/api/oracle", params={"session_id": session_id}, idempotent=True)
+
     def close(self) -> None:
         if self._session is not None:
             self._session.close()

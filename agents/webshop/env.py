@@ -9,7 +9,10 @@ Follows verl-agent's WebShop environment manager:
   clickable (``format_avail_actions``);
 * reward is 10 when the episode ends with a purchase scoring exactly 1.0, else 0; the WebShop score is logged
   as ``info["score"]`` (also ``task_score``); episodes end after 15 steps;
-* the anchor state for GiGPO/GACA step groups is the formatted observation.
+* the anchor state for GiGPO/GACA step groups is the formatted observation;
+* with ``oracle=True`` (server started with ``--expose-goals``) ``info["oracle_value"]`` holds the best reward
+  still reachable from the page after the step (the server's ``GET /api/oracle``); the credit audit's progress of
+  a step is this value minus the previous step's (docs/credit_audit.md section 4).
 
 By default the rollout sends every projected action (verl-agent executes an invalid response's action too); with
 its ``invalid_action="noop"`` option an invalid one comes as ``step(text, valid=False)``. Such an action is not
@@ -124,7 +127,8 @@ class WebShopEnv:
 
     def __init__(self, base_url: str = DEFAULT_URL, timeout: float = 30.0, retries: int = 3,
                  max_steps: int = MAX_STEPS, success_reward: float = SUCCESS_REWARD, backoff: float = 0.5,
-                 connect_wait: float = 60.0):
+                 connect_wait: float = 60.0, oracle: bool = False):
+        self.oracle = bool(oracle)
         self.client = WebShopClient(base_url, timeout=timeout, retries=retries, backoff=backoff,
                                     connect_wait=connect_wait)
         self.max_steps = int(max_steps)
@@ -142,6 +146,8 @@ class WebShopEnv:
 
     # ------------------------------------------------------------------------------------------- helpers
     def _to_step(self, data: dict[str, Any], reward: float, done: bool, info: dict[str, Any]) -> EnvStep:
+        if self.oracle:
+            info["oracle_value"] = self.oracle_value()
         obs = format_obs(data["observation"], self.task)
         return EnvStep(observation=obs, anchor=obs, admissible_actions=format_avail_actions(data["available_actions"]),
                        reward=reward, done=done, won=bool(info.get("won", False)), info=info)
@@ -183,6 +189,8 @@ class WebShopEnv:
             info = {"score": 0.0, "task_score": 0.0, "won": False, "steps": self.steps, "executed": False,
                     "is_action_valid": bool(valid), "goal_index": self.goal_index, "task_type": self.task_type,
                     "page": self._last.info.get("page"), "truncated": truncated}
+            if self.oracle:  # nothing was sent: the page, and its value, are unchanged
+                info["oracle_value"] = self._last.info.get("oracle_value")
             step = EnvStep(self._last.observation, self._last.anchor, list(self._last.admissible_actions),
                            0.0, truncated, False, info)
             self._last = step
@@ -216,6 +224,15 @@ class WebShopEnv:
         self._last = step
         return step
 
+    def oracle_value(self) -> float:
+        """The best reward still reachable from the current page (server started with ``--expose-goals``)."""
+        if self.session_id is None:
+            raise EnvError("no episode")
+        try:
+            return float(self.client.oracle(self.session_id)["value"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EnvError(f"WebShop oracle: malformed answer ({exc})") from exc
+
     def goal(self) -> dict[str, Any]:
         """The current goal (only when the server runs with ``--expose-goals``)."""
         if self.session_id is None:
@@ -232,13 +249,14 @@ class WebShopEnv:
 def make_env(**config: Any) -> WebShopEnv:
     """Registry factory. Config: ``base_url`` (or ``url``, or ``host`` + ``port``; default ``$WEBSHOP_URL`` or
     http://127.0.0.1:3000), ``timeout``, ``retries``, ``backoff``, ``connect_wait`` (seconds to wait for a restarting server, 60),
-    ``max_steps`` (15), ``success_reward`` (10)."""
+    ``max_steps`` (15), ``success_reward`` (10), ``oracle`` (False; True adds ``info["oracle_value"]``, needs a server
+    started with ``--expose-goals``)."""
     cfg = dict(config)
     url = cfg.pop("base_url", None) or cfg.pop("url", None)
     host, port = cfg.pop("host", None), cfg.pop("port", None)
     if url is None and (host or port):
         url = f"http://{host or '127.0.0.1'}:{port or 3000}"
-    allowed = {"timeout", "retries", "max_steps", "success_reward", "backoff", "connect_wait"}
+    allowed = {"timeout", "retries", "max_steps", "success_reward", "backoff", "connect_wait", "oracle"}
     unknown = set(cfg) - allowed
     if unknown:
         raise TypeError(f"unknown WebShop env options: {sorted(unknown)}")

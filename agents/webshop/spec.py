@@ -128,4 +128,5 @@ SPEC = EnvSpec(
     gpu_recipe=GpuRecipe(prompt_len=4096, response_len=512, mini_batch_steps=64, synthetic_prompt_len=(300, 4000),
                          micro_batch=(("7b", 2),)),
     tiny_corpus_sample=tiny_corpus.sample,
+    oracle=True,  # with oracle=True in its config the adapter reports info["oracle_value"] (docs/credit_audit.md)
 )

@@ -76,6 +76,9 @@ class RunConfig:
     num_envs: int = 16
     env_timeout_s: float = 120.0
     record_actions: bool = False
+    # keep, per step, the anchor it acted on, its reward and validity, and the env's "oracle_*" info after it
+    # (the credit audit's input, docs/credit_audit.md); the episode record gets "step_records" and "first_oracle"
+    record_steps: bool = False
     invalid_action: str = "execute"  # as RolloutConfig.invalid_action: "execute" (verl-agent) | "noop"
 
     def __post_init__(self) -> None:
@@ -111,6 +114,7 @@ class _Episode:
     truncated_responses: int = 0
     response_tokens: int = 0
     actions: list = field(default_factory=list)
+    step_records: list = field(default_factory=list)
     last_action: str = ""
     done: bool = False
     failed: bool = False
@@ -274,6 +278,9 @@ def run_episodes(tasks: Sequence[str], cfg: RunConfig, generator: Generator, enc
                 ep.valid_steps += int(valid)
                 if cfg.record_actions:
                     ep.actions.append({"action": action, "valid": valid})
+                if cfg.record_steps:
+                    ep.step_records.append({"t": ep.steps - 1, "anchor": ep.obs.anchor, "reward": float(res.reward),
+                                            "valid": bool(valid), "oracle": _oracle_info(res)})
                 ep.memory.add(ep.obs.observation, action)
                 ep.obs = res
                 max_steps = cfg.max_steps or getattr(slot.env, "max_steps", 50)
@@ -303,7 +310,15 @@ def _record(ep: _Episode, task_types: dict, cfg: RunConfig) -> dict:
                failed=ep.failed, error=ep.error)
     if cfg.record_actions:
         rec["actions"] = ep.actions
+    if cfg.record_steps:
+        rec["step_records"] = ep.step_records
+        rec["first_oracle"] = {k: v for k, v in ep.first_info.items() if k.startswith("oracle_")}
     return rec
+
+
+def _oracle_info(step) -> dict:
+    """The ``oracle_*`` entries of an ``EnvStep``'s info (environments with an oracle put them there)."""
+    return {k: v for k, v in (getattr(step, "info", None) or {}).items() if k.startswith("oracle_")}
 
 
 # ----------------------------------------------------------------------------------------------- summary

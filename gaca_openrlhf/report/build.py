@@ -427,6 +427,11 @@ def render_markdown(runs: list[Run], summaries: list[dict], plots: list[str], ou
                 with open(cand) as f:
                     md += ["", f.read().strip().replace("## Diagnostics", f"### {run.name}: diagnostics", 1)]
                 break
+    for run in runs:  # `python -m gaca_openrlhf.diagnostics.audit_command ... --out DIR/audit` (docs/credit_audit.md)
+        cand = os.path.join(run.path, "audit", "audit.md")
+        if os.path.isfile(cand):
+            with open(cand) as f:
+                md += ["", f.read().strip().replace("## Credit audit", f"### {run.name}: credit audit", 1)]
     md += ["", "## Plots", ""]
     for p in plots:
         rel = os.path.relpath(p, out_dir)

@@ -149,3 +149,25 @@ def test_envs_are_isolated_and_reset_frees_previous_session(ws_url):
         a.client.step(old, "click[x]")
     a.close()
     b.close()
+
+
+def test_oracle_value_in_info(ws_url):
+    # guards: the value read before the step instead of after it, or a no-op that asks the server again
+    env = make_env(base_url=ws_url, oracle=True)
+    try:
+        _, first = env.reset("test:0")
+        assert first.info["oracle_value"] == 1.0  # the search page: the goal's own product
+        empty = env.step("search[zzzq qqqz]")  # no result: nothing reachable forward
+        assert empty.info["oracle_value"] == 0.0
+        same = env.step("click[back to search]", valid=False)  # not sent: page and value unchanged
+        assert same.info["oracle_value"] == 0.0
+        back = env.step("click[back to search]")
+        assert back.info["oracle_value"] == 1.0
+    finally:
+        env.close()
+    plain = make_env(base_url=ws_url)
+    try:
+        _, first = plain.reset("test:0")
+        assert "oracle_value" not in first.info
+    finally:
+        plain.close()

@@ -59,6 +59,24 @@ def test_records_in_panel_order_and_deterministic():
     assert {r["seed"] for r in a} == {derive_seed(3, t, k) for t in tasks for k in range(3)}
 
 
+def test_record_steps_keeps_each_step_and_its_oracle_info():
+    # guards: the anchor recorded after the step instead of the one acted on, or records off by one step
+    plain, _ = run(["1", "2"], episodes_per_task=2, seed=2)
+    assert all("step_records" not in r for r in plain)
+    recs, _ = run(["1", "2"], episodes_per_task=2, seed=2, record_steps=True,
+                  env_kwargs={"length": 4, "max_steps": 6, "oracle": True})
+    for r in recs:
+        steps = r["step_records"]
+        assert [s["t"] for s in steps] == list(range(r["steps"]))
+        assert steps[0]["anchor"].startswith("You are in room 0.")  # the first step acts on the reset's room
+        assert r["first_oracle"] == {"oracle_distance": 1 + int(r["task"]) % 3}
+        for s, nxt in zip(steps, steps[1:]):  # the distance after a step is the one before the next
+            room = int(nxt["anchor"].split("room ")[1].split(".")[0])
+            assert s["oracle"] == {"oracle_distance": abs(1 + int(r["task"]) % 3 - room)}
+        assert sum(s["valid"] for s in steps) == r["valid_steps"]
+        assert (steps[-1]["reward"] == 10.0) == r["won"]
+
+
 def test_one_generate_call_per_step_over_live_episodes():
     gen = ScriptedGenerator()
     recs, timing = run(["0", "1", "2"], generator=gen, episodes_per_task=2, num_envs=16)
