@@ -367,6 +367,26 @@ def train_state_bytes(spec: ModelSpec, gpus: int, zero: int) -> float:
             + 12 * p / (gpus if zero >= 1 else 1))
 
 
+#: host RAM per parameter that ``--ds.enable_sleep`` offloads from the actor while vLLM generates (ZeRO-3 shards of
+#: the node's ranks): fp32 gradients 4 + fp32 master weights 4 + Adam m 4 + v 4 (the bf16 weights stay on the GPU)
+HOST_OFFLOAD_BYTES_PER_PARAM = 16
+
+
+def host_bytes_per_node(spec: ModelSpec, gpus_per_node: int, num_nodes: int = 1, tp: int = 1) -> Tuple[float, str]:
+    """(bytes, what they are) of host RAM one node pins for the run, before Ray's object store and the processes'
+    own memory: the actor's offloaded ZeRO-3 states of the node's ranks (:data:`HOST_OFFLOAD_BYTES_PER_PARAM` x P,
+    sharded over all nodes) and vLLM's level-1 sleep, which copies each worker's bf16 weights (2P/TP) to pinned host
+    memory (one worker per GPU). Qwen2.5-7B on one 8-GPU node: ~114 + ~114 GiB."""
+    if gpus_per_node < 1 or num_nodes < 1 or tp < 1:
+        raise ValueError(f"gpus_per_node, num_nodes and tp must be >= 1, got {gpus_per_node}, {num_nodes}, {tp}")
+    states = HOST_OFFLOAD_BYTES_PER_PARAM * float(spec.params) / num_nodes
+    backups = gpus_per_node * vllm_weight_bytes(spec, tp)
+    detail = (f"{spec.name}: offloaded optimizer states {states / GIB:.1f} GiB ({HOST_OFFLOAD_BYTES_PER_PARAM} "
+              f"B/param / {num_nodes} node(s)) + vLLM sleep weight backups {backups / GIB:.1f} GiB ({gpus_per_node} "
+              f"workers x 2 B/param / TP {tp})")
+    return states + backups, detail
+
+
 def gathered_module_bytes(spec: ModelSpec, zero: int) -> float:
     """ZeRO-3: the largest module gathered whole in bf16 (a decoder layer or the V x h embedding / lm_head)."""
     return 2.0 * max(spec.layer_params, spec.vocab * spec.hidden) if zero == 3 else 0.0
