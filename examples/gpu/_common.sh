@@ -289,7 +289,8 @@ run_cmd() {
 }
 
 # run_preflight [OPTIONS]: the start-up checks of gaca_openrlhf/preflight.py, after data preparation and before any
-# model loads (skipped with a one-node REHEARSAL=1 or GPU_PREFLIGHT=0; DRY_RUN=1 prints the command on stderr instead): Ray's
+# model loads (skipped with a one-node REHEARSAL=1 or GPU_PREFLIGHT=0; DRY_RUN=1 prints the command on stderr instead):
+# each node's free GPUs and GPU memory (naming what holds it), paths and host RAM (gaca_openrlhf/node_check.py); Ray's
 # free CPUs and its GPUs (with a reachable cluster; more than one node without one is an error), free disk at
 # SAVE_PATH for the CKPT_MAX_NUM checkpoints kept and, with KEEP_HF_CKPTS=1, every HF checkpoint (DISK_NEEDED_GB
 # overrides the estimate from MODEL's parameter count), and the options given (_train_alfworld.sh: --env-workers/--env-worker-cpus; _train_webshop.sh: --url).
@@ -297,7 +298,11 @@ run_preflight() {
   rehearsal_cluster_up  # REHEARSAL=1 NUM_NODES>1: the local cluster first; its preflight runs as on real nodes
   [[ ( "$REHEARSAL" == "1" && "$NUM_NODES" == "1" ) || "${GPU_PREFLIGHT:-1}" == "0" ]] && return 0
   local cmd=("$PY" -m gaca_openrlhf.preflight --num-nodes "$NUM_NODES" --gpus "$TOTAL_GPUS" --disk "$SAVE_PATH"
-             --model "$MODEL" --ckpt-max-num "$CKPT_MAX_NUM" "$@")
+             --model "$MODEL" --ckpt-max-num "$CKPT_MAX_NUM" --host-ram --tp "$VLLM_TP" "$@")
+  # on every node (one Ray task each): GPUS_PER_NODE free GPUs with VLLM_MEM of their memory free (the rehearsal's
+  # GPUs are logical: no nvidia-smi), the model folder when it is a local one, host RAM against the memory plan
+  [[ "$REHEARSAL" == "1" ]] || cmd+=(--gpus-per-node "$GPUS_PER_NODE" --gpu-mem-share "$VLLM_MEM")
+  [[ ! -d "$MODEL" ]] || cmd+=(--path "MODEL=$MODEL")
   [[ -z "${DISK_NEEDED_GB:-}" ]] || cmd+=(--disk-needed-gb "$DISK_NEEDED_GB")
   # KEEP_HF_CKPTS=1 (set by the comparison and ablation scripts with EVAL_CKPTS=1): every HF checkpoint is kept
   [[ "${KEEP_HF_CKPTS:-0}" != "1" ]] || cmd+=(--hf-kept $((ITERATIONS / SAVE_STEPS)))

@@ -720,6 +720,10 @@ def test_dry_run_prints_the_preflight_it_would_run():
     assert pre.env_worker_cpus == json.loads(args.env.kwargs)["num_cpus"] == 0.2
     assert pre.disk == args.ckpt.output_dir == "/tmp/out_pf" and pre.model == args.actor.model_name_or_path
     assert pre.ckpt_max_num == args.ckpt.max_num == 2 and pre.disk_needed_gb is None and pre.url is None
+    # issue 37: each node's free GPUs against the engines' share, ALFWorld's data, host RAM (every node)
+    assert (pre.gpus_per_node, pre.gpu_mem_share) == (8, args.vllm.gpu_memory_utilization) == (8, 0.6)
+    assert pre.path == [("ALFWORLD_DATA", json.loads(args.env.kwargs)["data_dir"])] and pre.host_ram
+    assert pre.tp == args.vllm.tensor_parallel_size == 1
     res = run_script("train_gaca_webshop.sh", SAVE_PATH="/tmp/out_pf", CKPT_MAX_NUM="3", DISK_NEEDED_GB="50")
     (pre,) = preflight_cmds(res.stderr)
     (args,) = train_cmds([shlex.split(line) for line in res.stdout.splitlines() if line.strip()])
