@@ -154,6 +154,35 @@ def check_paths(report: NodeReport, paths: Sequence[Tuple[str, str]],
         report.ok.append(f"{report.node}: paths present: {', '.join(w for w, _ in paths)}")
 
 
+def fetch_health(url: str, timeout: float = 5.0) -> dict:
+    """``url/health`` as JSON."""
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout) as r:  # noqa: S310 - the run's URL
+        return json.load(r)
+
+
+def check_server(report: NodeReport, url: str, run_token: Optional[str],
+                 fetch: Callable[[str], dict] = fetch_health) -> None:
+    """The env server answers ``url/health`` from this node and, with ``run_token``, is this run's server (its
+    /health echoes the token the launch script started it with), not a leftover one on the same port."""
+    try:
+        health = fetch(url)
+    except Exception as e:  # noqa: BLE001 - any failure to answer is the finding
+        report.errors.append(f"{report.node}: {url}/health does not answer from this node: {e!r} (the server's "
+                             "address as the other nodes reach it: WEBSHOP_ADVERTISE_HOST, its bind address: "
+                             "WEBSHOP_HOST, a firewall)")
+        return
+    got = health.get("run_token") if isinstance(health, dict) else None
+    if run_token and got != run_token:
+        report.errors.append(f"{report.node}: {url}/health is answered by another server (run token {got!r}, not "
+                             f"this run's {run_token!r}): a leftover server on that port, or the URL names another "
+                             "machine")
+        return
+    report.ok.append(f"{report.node}: {url}/health answers" + (" (this run's server)" if run_token else ""))
+
+
 def mem_available_bytes(meminfo: str = "/proc/meminfo") -> int:
     """``MemAvailable`` of this node (what can be allocated without swapping)."""
     with open(meminfo) as f:

@@ -33,7 +33,8 @@ it unless ``DRY_RUN=1`` (it prints the command instead), ``REHEARSAL=1`` or ``GP
   looked at again for up to ``--gpu-wait-s`` seconds, the processes that hold the others named;
   ``--path WHAT=PATH`` (repeatable): data, task files, a local model folder present on the node;
   ``--host-ram`` (with ``--model``): available RAM against the memory plan's host share
-  (:func:`gaca_openrlhf.memory_plan.host_bytes_per_node`). A failing node is named with its address.
+  (:func:`gaca_openrlhf.memory_plan.host_bytes_per_node`); ``--url`` with several nodes or ``--run-token``: the
+  env server's ``/health`` answers from the node, echoing the run's token. A failing node is named with its address.
 
 Every external query (Ray, disk, HTTP, config lookup, the per-node runner) is a parameter of :func:`run_checks`, for
 the tests.
@@ -290,6 +291,8 @@ def node_options(args, config_lookup: Callable[[str], Optional[str]] = cached_co
         opts.update(gpus=args.gpus_per_node, share=args.gpu_mem_share, wait_s=args.gpu_wait_s)
     if args.path:
         opts["paths"] = args.path
+    if args.url and (args.num_nodes > 1 or args.run_token):
+        opts.update(url=args.url, run_token=args.run_token)
     if args.host_ram:
         if not args.model:
             raise SystemExit("error: preflight: --host-ram needs --model (its parameter count)")
@@ -319,6 +322,8 @@ def node_report(opts: dict, node: Optional[str] = None) -> "node_check.NodeRepor
                               cuda_visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
     if opts.get("paths"):
         node_check.check_paths(rep, opts["paths"])
+    if opts.get("url"):
+        node_check.check_server(rep, opts["url"], opts.get("run_token"))
     if "host_ram_bytes" in opts:
         node_check.check_host_ram(rep, opts["host_ram_bytes"], opts["host_ram_detail"])
     elif "host_ram_skip" in opts:
@@ -450,6 +455,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--host-ram", action="store_true",
                     help="check each node's available RAM against the memory plan's host share (needs --model)")
     ap.add_argument("--tp", type=int, default=1, help="VLLM_TP (the host RAM of vLLM's sleep backups)")
+    ap.add_argument("--run-token", default=None,
+                    help="with --url: the server's /health must echo this token (WEBSHOP_RUN_TOKEN: this run's "
+                         "server, not a leftover one on the port); checked from every node")
     return ap
 
 

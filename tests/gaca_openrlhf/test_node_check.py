@@ -159,3 +159,25 @@ def test_mem_available_reads_meminfo(tmp_path):
     (tmp_path / "bad").write_text("MemTotal: 1 kB\n")
     nc.check_host_ram(rep, 1, "x", available=lambda: nc.mem_available_bytes(str(tmp_path / "bad")))
     assert rep.warnings == [f"n: host RAM: not checked (no MemAvailable in {tmp_path / 'bad'})"]
+
+
+@pytest.mark.parametrize("health, token, expect", [
+    ({"goals": 3, "run_token": "run-1"}, "run-1", "ok"),
+    ({"goals": 3}, None, "ok"),                                      # no token asked: any answer will do
+    ({"goals": 3, "run_token": "run-0"}, "run-1", "another server (run token 'run-0'"),
+    ({"goals": 3}, "run-1", "another server (run token None"),       # an older server, started without a token
+    (OSError("Connection refused"), "run-1", "does not answer from this node: OSError('Connection refused')"),
+])
+def test_server_health_with_the_run_token(health, token, expect):
+    # Guards: a leftover server on the port (of an earlier run, perhaps another catalog) taken for this run's.
+    def fetch(url):
+        if isinstance(health, Exception):
+            raise health
+        return health
+    rep = nc.NodeReport("node 10.0.0.6 (bbbbbbbb)")
+    nc.check_server(rep, "http://10.0.0.5:3000", token, fetch=fetch)
+    if expect == "ok":
+        assert rep.errors == [] and rep.ok[0].startswith("node 10.0.0.6 (bbbbbbbb): http://10.0.0.5:3000/health answers")
+    else:
+        (err,) = rep.errors
+        assert err.startswith("node 10.0.0.6 (bbbbbbbb): http://10.0.0.5:3000/health") and expect in err

@@ -239,3 +239,15 @@ def test_bad_per_node_options_are_refused():
     for argv in (["--path", "no-equals-sign"], ["--gpu-mem-share", "1.5"], ["--gpu-mem-share", "0"]):
         with pytest.raises(SystemExit):
             pf.build_parser().parse_args(argv)
+
+
+def test_the_server_is_checked_from_every_node_with_the_run_token():
+    # Guards: WebShop's /health looked at from the head only (other nodes' env workers fail after model loads).
+    seen = []
+    argv = ["--num-nodes", "2", "--url", "http://10.0.0.5:3000", "--run-token", "run-9"]
+    pf.run_checks(pf.build_parser().parse_args(argv), fetch=lambda u: {"goals": 1}, node_runner=node_fakes([], seen))
+    assert seen == [{"url": "http://10.0.0.5:3000", "run_token": "run-9"}]
+    seen.clear()  # one node, no token: the head's own check is the whole check
+    pf.run_checks(pf.build_parser().parse_args(["--url", "http://h:1"]), fetch=lambda u: {"goals": 1},
+                  node_runner=node_fakes([], seen))
+    assert seen == []
