@@ -219,7 +219,8 @@ def test_rehearsal_dry_run_takes_the_gpu_launch_path_with_small_overridable_size
 
 def test_without_rehearsal_nothing_changes():
     args = parse_args(module_args(dry_run("train_gaca_alfworld.sh")[0], "gaca_openrlhf.cli.train_ppo"))
-    assert args.run.backend == "gpu" and not args.vllm.enforce_eager and args.vllm.gpu_memory_utilization == 0.6
+    # VLLM_MEM from the memory plan (issue 37): 1.5B's weights + KV cache of 16 sequences: 0.1 of an 80 GB GPU
+    assert args.run.backend == "gpu" and not args.vllm.enforce_eager and args.vllm.gpu_memory_utilization == 0.1
 
 
 def test_smoke_script_dry_run(tmp_path):
@@ -721,7 +722,7 @@ def test_dry_run_prints_the_preflight_it_would_run():
     assert pre.disk == args.ckpt.output_dir == "/tmp/out_pf" and pre.model == args.actor.model_name_or_path
     assert pre.ckpt_max_num == args.ckpt.max_num == 2 and pre.disk_needed_gb is None and pre.url is None
     # issue 37: each node's free GPUs against the engines' share, ALFWorld's data, host RAM (every node)
-    assert (pre.gpus_per_node, pre.gpu_mem_share) == (8, args.vllm.gpu_memory_utilization) == (8, 0.6)
+    assert (pre.gpus_per_node, pre.gpu_mem_share) == (8, args.vllm.gpu_memory_utilization) == (8, 0.1)
     assert pre.path == [("ALFWORLD_DATA", json.loads(args.env.kwargs)["data_dir"])] and pre.host_ram
     assert pre.tp == args.vllm.tensor_parallel_size == 1
     res = run_script("train_gaca_webshop.sh", SAVE_PATH="/tmp/out_pf", CKPT_MAX_NUM="3", DISK_NEEDED_GB="50")
@@ -792,6 +793,7 @@ def test_smoke_resume_and_webshop_legs_dry_run(tmp_path):
 FAKE_SMI_SAMPLER = r"""#!/usr/bin/env bash
 # a fake nvidia-smi: -L lists 8 GPUs; --query-gpu ... -l 1 samples until killed (its pid in $FAKE_SMI_PIDS)
 if [[ "$1" == -L ]]; then for i in 0 1 2 3 4 5 6 7; do echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)"; done; exit 0; fi
+if [[ "$1" == --query-gpu=memory.total ]]; then for i in 0 1 2 3 4 5 6 7; do echo 81559; done; exit 0; fi  # plan_vllm_mem
 echo $$ >> "$FAKE_SMI_PIDS"
 k=0
 while :; do k=$((k + 1)); t="$(date '+%Y/%m/%d %H:%M:%S.%3N')"
@@ -1085,3 +1087,26 @@ def test_hf_keeper_takes_each_checkpoint_before_the_rotation_deletes_it(tmp_path
     while running(pid) and time.time() < deadline:  # the keeper notices its parent is gone within a poll or two
         time.sleep(0.2)
     assert not running(pid)
+
+
+# ---- VLLM_MEM from the memory plan (issue 37) ----
+
+def test_vllm_mem_comes_from_the_memory_plan(tmp_path):
+    """Guards: the constant 0.6 (48 GB per GPU for a KV cache of a few GB) coming back, a VLLM_MEM given being
+    overridden, or a model the plan cannot size failing the launch instead of keeping the old default, said."""
+    def share(script, **env):
+        res = run_script(script, SAVE_PATH=str(tmp_path / "o"), **env)
+        assert res.returncode == 0, res.stderr
+        (args,) = train_cmds([shlex.split(line) for line in res.stdout.splitlines() if line.strip()])
+        (pre,) = preflight_cmds(res.stderr)
+        assert pre.gpu_mem_share == args.vllm.gpu_memory_utilization  # the preflight checks the same share
+        return args.vllm.gpu_memory_utilization, res.stderr
+
+    assert share("train_gaca_alfworld.sh")[0] == 0.1
+    assert share("train_gaca_webshop.sh", MODEL="Qwen/Qwen2.5-7B-Instruct", WEBSHOP_GENERATED="1")[0] == 0.3
+    assert share("train_gaca_alfworld.sh", MODEL="Qwen/Qwen2.5-7B-Instruct")[0] == 0.25
+    # 4x the rollouts per task: 64 sequences per engine, 14.2 + 2 + 11.7 GiB of KV cache = 27.9 GiB of 80
+    assert share("train_gaca_alfworld.sh", MODEL="Qwen/Qwen2.5-7B-Instruct", ROLLOUTS="32")[0] == 0.35
+    assert share("train_gaca_alfworld.sh", VLLM_MEM="0.45")[0] == 0.45
+    got, err = share("train_gaca_alfworld.sh", MODEL="/nonexistent/my-model")
+    assert got == 0.6 and "warning: the memory plan cannot size VLLM_MEM for MODEL=/nonexistent/my-model" in err

@@ -13,8 +13,9 @@ GIB = 2 ** 30
 ALF = ["--num-nodes", "1", "--gpus", "8", "--env-workers", "128", "--env-worker-cpus", "0.1"]
 
 
-def run(argv, ray=None, cpus=64, free=10 ** 15, health=None, lookup=None):
-    """pf.run_checks on parsed ``argv`` with fakes; ``ray``: a RayInfo, None (no cluster) or an exception."""
+def run(argv, ray=None, cpus=64, free=10 ** 15, health=None, lookup=None, nodes=()):
+    """pf.run_checks on parsed ``argv`` with fakes; ``ray``: a RayInfo, None (no cluster) or an exception;
+    ``nodes``: the per-node reports (one Ray task per node in a real run)."""
     def ray_query():
         if isinstance(ray, Exception):
             raise ray
@@ -26,7 +27,8 @@ def run(argv, ray=None, cpus=64, free=10 ** 15, health=None, lookup=None):
         return health if health is not None else {"goals": 12087}
 
     return pf.run_checks(pf.build_parser().parse_args(argv), ray_query=ray_query, this_machine_cpus=lambda: cpus,
-                         free_fn=lambda path: (path, free), fetch=fetch, config_lookup=lookup or (lambda m: None))
+                         free_fn=lambda path: (path, free), fetch=fetch, config_lookup=lookup or (lambda m: None),
+                         node_runner=lambda opts: list(nodes))
 
 
 def test_ray_cpus_needed_counts_env_workers_bundles_and_trainer():
