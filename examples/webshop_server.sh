@@ -11,6 +11,8 @@
 # (numbers measured on it are not comparable with published WebShop results); otherwise the script refuses.
 start_webshop_server() {
   local log="$1"
+  # a server given by WEBSHOP_URL is used as it is: no token of an earlier start may be asked of it
+  [[ -z "${WEBSHOP_URL:-}" ]] || unset WEBSHOP_RUN_TOKEN
   if [[ -z "${WEBSHOP_URL:-}" ]]; then
     if [[ -z "${WEBSHOP_PORT:-}" && "${WEBSHOP_DEFAULT_PORT:-3000}" == free ]]; then
       WEBSHOP_PORT="$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"

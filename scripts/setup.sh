@@ -125,7 +125,8 @@ install_flash_attn() {
     "${PIP[@]}" "$FLASH_ATTN_WHEEL" || die "could not install FLASH_ATTN_WHEEL=$FLASH_ATTN_WHEEL (pip's message above)"
     return 0
   fi
-  tag="$(python -c "$FA_TAG_PY" 2>&1)" || die "flash-attn needs a CUDA build of torch: $tag"
+  # stdout only: importing torch may print warnings on stderr, which must not end up in the version tag
+  tag="$(python -c "$FA_TAG_PY" 2> "$log")" || die "flash-attn needs a CUDA build of torch: $(tail -n 3 "$log")"
   if "${PIP[@]}" --only-binary=flash-attn "flash-attn==$FA_VERSION+$tag" > "$log" 2>&1; then
     echo "setup.sh: flash-attn $FA_VERSION+$tag: prebuilt wheel installed"
     return 0

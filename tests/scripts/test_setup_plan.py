@@ -36,7 +36,9 @@ if [ "$1" = -m ] && [ "$2" = pip ]; then
 fi
 if [ "$1" = -c ]; then
   case "$2" in
-    *compiled_with_cxx11_abi*) echo "$FAKE_TORCH_TAG" ;;
+    *compiled_with_cxx11_abi*) echo "FutureWarning: The pynvml package is deprecated." >&2  # as torch's import does
+                               [[ -n "${FAKE_TORCH_CPU:-}" ]] && { echo "torch 2.13.0+cpu is not a CUDA build (torch.version.cuda is None)" >&2; exit 1; }
+                               echo "$FAKE_TORCH_TAG" ;;
     *purelib*) echo "$FAKE_SITE" ;;
     *print*version_info*) echo cp311 ;;
   esac
@@ -158,7 +160,8 @@ def test_gpu_install_calls_pip_in_order_and_builds_flash_attn_against_installed_
 
 
 def test_a_prebuilt_wheel_on_the_index_is_preferred_to_a_source_build(tmp_path):
-    # Guards: always compiling (hours) where the index has a wheel for this torch/CUDA/Python.
+    # Guards: always compiling (hours) where the index has a wheel for this torch/CUDA/Python; and torch's import
+    # warnings (stderr) mixed into the version tag, which no index has.
     res, calls, _ = _run_setup(tmp_path)
     assert res.returncode == 0, res.stderr
     assert any("--only-binary=flash-attn flash-attn==2.8.3+cu12torch2.13cxx11abiTRUE" in c for c in calls)
@@ -240,3 +243,12 @@ def test_wheel_tag_snippet_with_real_torch():
     import torch
     abi = "TRUE" if torch._C._GLIBCXX_USE_CXX11_ABI else "FALSE"
     assert gpu.stdout.strip() == f"cu12torch2.13cxx11abi{abi}"
+
+
+def test_a_cpu_torch_stops_before_flash_attn_with_the_cause(tmp_path):
+    # Guards: a CPU torch wheel (an index without CUDA wheels) sent on to a flash-attn build that cannot work.
+    res, calls, _ = _run_setup(tmp_path, extra_env={"FAKE_TORCH_CPU": "1"})
+    assert res.returncode == 1
+    assert "setup.sh: ERROR: flash-attn needs a CUDA build of torch: " in res.stderr
+    assert "is not a CUDA build" in res.stderr
+    assert not any("flash-attn" in c for c in calls) and not any("-r requirements.txt" in c for c in calls)
