@@ -1,10 +1,12 @@
 """Per-GPU memory plan of a GPU recipe (examples/gpu): will it fit before any GPU hour is spent?
 
     python -m gaca_openrlhf.memory_plan --model 1.5b|7b|<config.json or model folder> --env alfworld|webshop \
-        [--gpus 8] [--tp 1] [--micro-batch 4] [--prompt-len N] [--response-len 512] [--vllm-mem 0.6] \
+        [--gpus 8] [--tp 1] [--micro-batch 4] [--prompt-len N] [--response-len 512] [--vllm-mem F] \
         [--gpu-mem-gb 80] [--zero 3] [--token-budget 32768] [--logits-chunk 4096] [--mini-batch-steps N] \
         [--no-entropy] [--experience-entropy]
     python -m gaca_openrlhf.memory_plan --recipes [--gpu-mem-gb 80] [--token-budget B] [--logits-chunk C]
+    python -m gaca_openrlhf.memory_plan --vllm-share --model M --env E [--gpus 8] [--tp 1] [--rollout-seqs 16] \
+        [--prompt-len N] [--response-len 512] [--gpu-mem-gb 80]     # prints VLLM_MEM (the scripts' default)
 
 ``--recipes`` prints the four recipes of examples/gpu (Qwen2.5-1.5B / 7B x ALFWorld / WebShop) at their defaults in
 one table (``--token-budget 0 --logits-chunk 0``: as run with ``PACKING=0``, padded fixed micro-batches and full
@@ -29,7 +31,7 @@ Tokens per micro batch, T (the longest possible sequence, prompt + response, is 
   (attention memory linear in T, not modelled, as for padded rows).
 
 What the recipes run (examples/gpu/_common.sh, _train_<env>.sh): ZeRO-3, bf16, gradient checkpointing,
-``--train.colocate_all --vllm.enable_sleep --ds.enable_sleep``, VLLM_MEM 0.6, 8 GPUs, chunked log-probs of
+``--train.colocate_all --vllm.enable_sleep --ds.enable_sleep``, VLLM_MEM from the plan (below), 8 GPUs, chunked log-probs of
 ``LOGPROB_CHUNK`` = :data:`RECIPE_LOGITS_CHUNK` (4096) tokens and token-budget micro batches of ``TOKEN_BUDGET`` =
 :data:`RECIPE_TOKEN_BUDGET` (32768) tokens (``LOGPROB_CHUNK=0``: full logits and, unless TOKEN_BUDGET is given,
 :data:`RECIPE_TOKEN_BUDGET_FULL_LOGITS`; ``PACKING=0``: MICRO_BATCH 4 for the log-prob passes,
@@ -58,6 +60,17 @@ layers have run, or have not yet been recomputed, while the [tokens, vocab] tens
 ctx (all phases): one CUDA context per process on the GPU, 0.5 GB each, for the actor rank, the reference rank and
 the vLLM worker: 1.5 GB.
 
+vllm_mem (VLLM_MEM, ``--vllm.gpu_memory_utilization``) comes from the plan, not a constant (:func:`vllm_share`):
+vLLM's weights 2P/TP + :data:`VLLM_NON_KV_GB` (its profile run's activation peak, CUDA graphs, the sampler) + the
+KV cache of every sequence one engine holds at once (tasks x rollouts / engines, each at prompt + response tokens,
+x :data:`KV_SLACK` for block rounding), as a share of the GPU rounded up to 0.05, at least 0.1. The recipes' 16 x 8
+episodes over 8 engines are 16 sequences per engine: 0.1 for 1.5B, 0.25-0.3 for 7B, where the constant 0.6 used to
+reserve 48 GB (``--vllm-mem`` gives one).
+
+vLLM asleep (experience and training phases): level-1 sleep frees what vLLM's sleep allocator holds (weights,
+copied to host RAM, and the KV cache); NCCL buffers, CUDA graphs and the allocator's leftovers stay:
+:data:`VLLM_ASLEEP_GB` per GPU, an estimate (to be replaced by the smoke's measured per-phase peaks).
+
 1. rollout (vLLM generating; DeepSpeed asleep)
    vllm   = vllm_mem x GPU memory: vLLM claims this share for itself (its weights, 2P/TP bytes, and the KV cache live
             inside it; the KV cache gets what the weights leave: reported on a "vLLM" line with its token capacity,
@@ -66,8 +79,8 @@ the vLLM worker: 1.5 GB.
             optimizer states, fp32 master weights and gradients (openrlhf/utils/deepspeed/deepspeed_utils.py,
             ``offload_deepspeed_states``: ``lp_params`` is not in its list), and the reference model is never
             offloaded (``--ref.offload`` is off), so both bf16 shards stay on the GPU.
-2. experience (actor and reference log-prob forwards, no grad, one after the other; vLLM asleep, the actor's
-   optimizer states still offloaded: they are reloaded only around ``fit``)
+2. experience (actor and reference log-prob forwards, no grad, one after the other; vLLM asleep: ``vllm`` =
+   :data:`VLLM_ASLEEP_GB`; the actor's optimizer states still offloaded: they are reloaded only around ``fit``)
    states = actor 2P/N + reference 2P/N (bf16 shards).
    zero3  = one gathered module, 2 x max(params of a decoder layer, V x h) bytes: ZeRO-3 all-gathers a module's full
             bf16 weights before running it; the largest is the embedding / lm_head matrix or a decoder layer.
@@ -83,7 +96,8 @@ the vLLM worker: 1.5 GB.
             ``--experience-entropy`` (EMPG's per-step entropy, gaca_openrlhf/trainer/entropy.py, which passes
             ``return_entropy=True``): ``compute_entropy`` holds the fp32 logits, softmax probs and the probs x logits
             product at once: c_exp = 12. The reference forward has the same shapes and never the entropy (6).
-3. training (actor forward + backward, one training micro batch mb_t of T_t tokens; vLLM asleep)
+3. training (actor forward + backward, one training micro batch mb_t of T_t tokens; vLLM asleep: ``vllm`` =
+   :data:`VLLM_ASLEEP_GB`)
    states = actor bf16 params 2P/N + gradients 4P/N + Adam fp32 master, m, v 12P/N + reference 2P/N = 20P/N
             (gradients counted at fp32: DeepSpeed keeps bf16 partitions, 2P/N, and makes fp32 copies of them sub-group
             by sub-group at the optimizer step; 4P/N is the conservative round figure).
@@ -131,6 +145,11 @@ from agents.registry import specs
 GIB = float(2 ** 30)
 MARGIN = 0.10                  # fits: total <= (1 - MARGIN) x GPU memory
 CTX_GB_PER_PROCESS = 0.5       # CUDA context of one process
+VLLM_ASLEEP_GB = 1.0           # what a sleeping vLLM worker keeps on its GPU (NCCL buffers, CUDA graphs): estimate
+VLLM_NON_KV_GB = 2.0           # vLLM's pool beyond weights and KV cache (profile-run activations, CUDA graphs)
+KV_SLACK = 1.25                # KV cache blocks are allocated whole: room over the exact token count
+VLLM_SHARE_STEP, VLLM_SHARE_MIN = 0.05, 0.1
+RECIPE_ROLLOUT_SEQS = 16       # sequences per engine at once in the recipes: 16 tasks x 8 rollouts / 8 engines
 PROCESSES_PER_GPU = 3          # actor rank, reference rank, vLLM worker (--train.colocate_all)
 ATTN_BIAS_MODEL_TYPES = ("qwen2",)  # q/k/v projections with bias (Qwen2 has no attention_bias field)
 
@@ -280,7 +299,7 @@ class Plan:
     train_micro_batch: int = 4      # training (--train.micro_batch_size)
     prompt_len: int = 2048
     response_len: int = 512
-    vllm_mem: float = 0.6
+    vllm_mem: Optional[float] = None  # None: from the plan (vllm_share)
     gpu_mem_gb: float = 80.0
     zero: int = 3
     logits_chunk: int = 0
@@ -288,6 +307,7 @@ class Plan:
     entropy: bool = True            # --actor.entropy_coef set (training computes the entropy)
     experience_entropy: bool = False  # EMPG: the experience forward computes the entropy too
     label: str = ""
+    rollout_seqs: int = RECIPE_ROLLOUT_SEQS  # sequences one vLLM engine holds at once (sizes vllm_mem)
 
     def __post_init__(self):
         for f in ("gpus", "tp", "micro_batch", "train_micro_batch", "prompt_len", "response_len"):
@@ -296,7 +316,11 @@ class Plan:
                 raise ValueError(f"{f.replace('_', '-')} must be a positive integer, got {v!r}")
         if self.gpus % self.tp:
             raise ValueError(f"tp {self.tp} does not divide gpus {self.gpus}")
-        if not 0 < self.vllm_mem < 1:
+        if not self.gpu_mem_gb > 0:
+            raise ValueError(f"gpu-mem-gb must be positive, got {self.gpu_mem_gb!r}")
+        if not isinstance(self.rollout_seqs, int) or self.rollout_seqs < 1:
+            raise ValueError(f"rollout-seqs must be a positive integer, got {self.rollout_seqs!r}")
+        if self.vllm_mem is not None and not 0 < self.vllm_mem < 1:
             raise ValueError(f"vllm-mem must be in (0, 1), got {self.vllm_mem!r}")
         if not self.gpu_mem_gb > 0:
             raise ValueError(f"gpu-mem-gb must be positive, got {self.gpu_mem_gb!r}")
@@ -310,6 +334,14 @@ class Plan:
     @property
     def seq(self) -> int:
         return self.prompt_len + self.response_len
+
+    @property
+    def vllm_share(self) -> float:
+        """VLLM_MEM: ``vllm_mem`` when given, else the plan's (:func:`vllm_share`, re-planned for any change of
+        model, GPU memory, TP, lengths or rollout size)."""
+        if self.vllm_mem is not None:
+            return self.vllm_mem
+        return vllm_share(self.spec, self.gpu_mem_gb, self.tp, self.rollout_seqs, self.seq)[0]
 
     def _tokens(self, micro: int) -> int:
         """Tokens of one micro batch (module docstring): a token budget's packed rows, or ``micro`` padded rows."""
@@ -367,6 +399,46 @@ def train_state_bytes(spec: ModelSpec, gpus: int, zero: int) -> float:
             + 12 * p / (gpus if zero >= 1 else 1))
 
 
+def vllm_share(spec: ModelSpec, gpu_mem_gb: float, tp: int, seqs_per_engine: int, seq_len: int
+               ) -> Tuple[float, str]:
+    """(VLLM_MEM, how it was sized): the share of one GPU a vLLM worker needs for its weights (2P/TP), its
+    non-KV memory (:data:`VLLM_NON_KV_GB`) and the KV cache of ``seqs_per_engine`` sequences of ``seq_len`` tokens
+    (x :data:`KV_SLACK`), rounded up to :data:`VLLM_SHARE_STEP`, at least :data:`VLLM_SHARE_MIN`. Fewer KV blocks
+    than that make vLLM preempt and recompute sequences (slower, not wrong)."""
+    if gpu_mem_gb <= 0 or tp < 1 or seqs_per_engine < 1 or seq_len < 1:
+        raise ValueError(f"gpu_mem_gb, tp, seqs_per_engine and seq_len must be positive, got {gpu_mem_gb}, {tp}, "
+                         f"{seqs_per_engine}, {seq_len}")
+    weights = vllm_weight_bytes(spec, tp)
+    kv = KV_SLACK * seqs_per_engine * seq_len * kv_bytes_per_token(spec, tp)
+    need = weights + VLLM_NON_KV_GB * GIB + kv
+    share = max(VLLM_SHARE_MIN, math.ceil(need / (gpu_mem_gb * GIB) / VLLM_SHARE_STEP - 1e-9) * VLLM_SHARE_STEP)
+    share = round(min(share, 0.95), 2)
+    detail = (f"{spec.name}: weights {weights / GIB:.1f} + non-KV {VLLM_NON_KV_GB:g} + KV cache {kv / GIB:.1f} GiB "
+              f"({seqs_per_engine} sequences x {seq_len} tokens x {KV_SLACK:g}) = {need / GIB:.1f} GiB of "
+              f"{gpu_mem_gb:g}: {share:g}")
+    return share, detail
+
+
+#: host RAM per parameter that ``--ds.enable_sleep`` offloads from the actor while vLLM generates (ZeRO-3 shards of
+#: the node's ranks): fp32 gradients 4 + fp32 master weights 4 + Adam m 4 + v 4 (the bf16 weights stay on the GPU)
+HOST_OFFLOAD_BYTES_PER_PARAM = 16
+
+
+def host_bytes_per_node(spec: ModelSpec, gpus_per_node: int, num_nodes: int = 1, tp: int = 1) -> Tuple[float, str]:
+    """(bytes, what they are) of host RAM one node pins for the run, before Ray's object store and the processes'
+    own memory: the actor's offloaded ZeRO-3 states of the node's ranks (:data:`HOST_OFFLOAD_BYTES_PER_PARAM` x P,
+    sharded over all nodes) and vLLM's level-1 sleep, which copies each worker's bf16 weights (2P/TP) to pinned host
+    memory (one worker per GPU). Qwen2.5-7B on one 8-GPU node: ~114 + ~114 GiB."""
+    if gpus_per_node < 1 or num_nodes < 1 or tp < 1:
+        raise ValueError(f"gpus_per_node, num_nodes and tp must be >= 1, got {gpus_per_node}, {num_nodes}, {tp}")
+    states = HOST_OFFLOAD_BYTES_PER_PARAM * float(spec.params) / num_nodes
+    backups = gpus_per_node * vllm_weight_bytes(spec, tp)
+    detail = (f"{spec.name}: offloaded optimizer states {states / GIB:.1f} GiB ({HOST_OFFLOAD_BYTES_PER_PARAM} "
+              f"B/param / {num_nodes} node(s)) + vLLM sleep weight backups {backups / GIB:.1f} GiB ({gpus_per_node} "
+              f"workers x 2 B/param / TP {tp})")
+    return states + backups, detail
+
+
 def gathered_module_bytes(spec: ModelSpec, zero: int) -> float:
     """ZeRO-3: the largest module gathered whole in bf16 (a decoder layer or the V x h embedding / lm_head)."""
     return 2.0 * max(spec.layer_params, spec.vocab * spec.hidden) if zero == 3 else 0.0
@@ -419,7 +491,7 @@ def _phase(name: str, plan: Plan, parts: Dict[str, float], ok: bool = True, note
 
 def rollout_phase(plan: Plan) -> Phase:
     s = plan.spec
-    pool = plan.vllm_mem * plan.gpu_mem_gb * GIB
+    pool = plan.vllm_share * plan.gpu_mem_gb * GIB
     weights = vllm_weight_bytes(s, plan.tp)
     kv = pool - weights
     tokens = int(kv / kv_bytes_per_token(s, plan.tp)) if kv > 0 else 0
@@ -435,7 +507,7 @@ def experience_phase(plan: Plan) -> Phase:
     reference = logits_bytes(s, t, logits_coef("experience", False))  # OpenRLHF's forward: never chunked
     return _phase("experience", plan, dict(
         states=2 * bf16_shard_bytes(s, plan.gpus, plan.zero), zero3=gathered_module_bytes(s, plan.zero),
-        layer=layer_forward_bytes(s, t), logits=max(policy, reference), ctx=ctx_bytes()))
+        layer=layer_forward_bytes(s, t), logits=max(policy, reference), vllm=VLLM_ASLEEP_GB * GIB, ctx=ctx_bytes()))
 
 
 def training_phase(plan: Plan) -> Phase:
@@ -443,7 +515,8 @@ def training_phase(plan: Plan) -> Phase:
     return _phase("training", plan, dict(
         states=train_state_bytes(s, plan.gpus, plan.zero) + bf16_shard_bytes(s, plan.gpus, plan.zero),
         zero3=2 * gathered_module_bytes(s, plan.zero), acts=checkpoint_bytes(s, t), layer=layer_recompute_bytes(s, t),
-        logits=logits_bytes(s, t, logits_coef("training", plan.entropy), plan.logits_chunk), ctx=ctx_bytes()))
+        logits=logits_bytes(s, t, logits_coef("training", plan.entropy), plan.logits_chunk),
+        vllm=VLLM_ASLEEP_GB * GIB, ctx=ctx_bytes()))
 
 
 def estimate(plan: Plan) -> List[Phase]:
@@ -578,7 +651,7 @@ def describe(plan: Plan) -> str:
     micro = (f"packed micro batches of <= {plan.token_budget} tokens (token budget)" if plan.token_budget else
              f"micro batch {plan.micro_batch} (log-prob) / {plan.train_micro_batch} (training)")
     return (f"{plan.label or s.name}: {s.name} ({s.params / 1e9:.2f}B params), {plan.gpus} GPUs x "
-            f"{plan.gpu_mem_gb:g} GB, vLLM TP {plan.tp} mem {plan.vllm_mem:g}, ZeRO-{plan.zero}, seq "
+            f"{plan.gpu_mem_gb:g} GB, vLLM TP {plan.tp} mem {plan.vllm_share:g}, ZeRO-{plan.zero}, seq "
             f"{plan.prompt_len}+{plan.response_len}, {micro}, logits chunk {plan.logits_chunk or 'none'}")
 
 
@@ -669,7 +742,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"MINI_BATCH_STEPS (default {_per_env('mini_batch_steps')}): caps the training micro batch")
     ap.add_argument("--prompt-len", type=_pos_int, default=None, help=f"default {_per_env('prompt_len')}")
     ap.add_argument("--response-len", type=_pos_int, default=None, help="default 512")
-    ap.add_argument("--vllm-mem", type=_fraction, default=None, help="VLLM_MEM, share of GPU memory (default 0.6)")
+    ap.add_argument("--vllm-mem", type=_fraction, default=None,
+                    help="VLLM_MEM, share of GPU memory (default: from the plan, vllm_share)")
+    ap.add_argument("--rollout-seqs", type=_pos_int, default=None,
+                    help=f"sequences one vLLM engine holds at once: tasks x rollouts / engines (default "
+                         f"{RECIPE_ROLLOUT_SEQS}, the recipes'); sizes the default VLLM_MEM")
+    ap.add_argument("--vllm-share", action="store_true",
+                    help="print only the VLLM_MEM the plan gives --model/--env (a name: its cached config.json, else "
+                         "the built-in model of its size) and exit; its sizing on stderr")
     ap.add_argument("--gpu-mem-gb", type=_pos_float, default=None, help="GPU memory in GB (GiB; default 80)")
     ap.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=None, help="DeepSpeed ZeRO stage (default 3)")
     ap.add_argument("--logits-chunk", type=_nonneg_int, default=None,
@@ -687,6 +767,41 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def resolve_spec(model: str) -> ModelSpec:
+    """:func:`load_spec`, and for a Hugging Face name its config.json in the local cache (no download), else the
+    built-in model of the size in its name (``Qwen/Qwen2.5-7B-Instruct``: 7b); ValueError when none applies."""
+    try:
+        return load_spec(model)
+    except ValueError as first:
+        from gaca_openrlhf.preflight import cached_config, model_params
+
+        path = cached_config(model)
+        if path:
+            return load_spec(path)
+        params, _ = model_params(model, lambda m: None)
+        for spec in BUILTIN.values():
+            if params and abs(spec.params - params) / params < 0.25:
+                return spec
+        raise ValueError(f"{first}; no cached config.json and no built-in model of its size") from None
+
+
+def print_vllm_share(ap: argparse.ArgumentParser, a, gpu_mem: float) -> int:
+    """``--vllm-share``: the VLLM_MEM the plan gives (stdout: the number only, for the scripts)."""
+    if a.model is None or a.env is None:
+        ap.error("--vllm-share needs --model and --env")
+    try:
+        spec = resolve_spec(a.model)
+        d = ENV_DEFAULTS[a.env]
+        share, detail = vllm_share(spec, gpu_mem, a.tp or 1, a.rollout_seqs or RECIPE_ROLLOUT_SEQS,
+                                   (a.prompt_len or d["prompt_len"]) + (a.response_len or d["response_len"]))
+    except ValueError as e:
+        print(f"error: memory plan: {e}", file=sys.stderr)
+        return 2
+    print(f"memory plan: VLLM_MEM {detail}", file=sys.stderr)
+    print(f"{share:g}")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = build_parser()
     a = ap.parse_args(argv)
@@ -694,7 +809,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     chunk = RECIPE_LOGITS_CHUNK if a.logits_chunk is None else a.logits_chunk
     if a.recipes:
         extra = [f"--{k.replace('_', '-')}" for k in ("model", "env", "gpus", "tp", "micro_batch", "mini_batch_steps",
-                                                       "prompt_len", "response_len", "vllm_mem", "zero")
+                                                       "prompt_len", "response_len", "vllm_mem", "zero",
+                                                       "rollout_seqs")
                  if getattr(a, k) is not None]
         extra += [o for o, on in (("--no-entropy", a.no_entropy), ("--experience-entropy", a.experience_entropy))
                   if on]
@@ -705,6 +821,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         text, ok = render(plans, [ENV_DEFAULTS[e]["mini_batch_steps"] for _, e, _, _ in RECIPES])
         print(text)
         return 0 if ok else 1
+    if a.vllm_share:
+        return print_vllm_share(ap, a, gpu_mem)
     if a.model is None or a.env is None:
         ap.error("give --model and --env (or --recipes)")
     try:
@@ -725,14 +843,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if budget < 0:  # another model: the plan's recommended budget (fixed micro batches when none fits)
             probe = Plan(spec, gpus=gpus, tp=tp, prompt_len=a.prompt_len or d["prompt_len"],
-                         response_len=a.response_len or d["response_len"], vllm_mem=0.6 if a.vllm_mem is None
-                         else a.vllm_mem, gpu_mem_gb=gpu_mem, zero=3 if a.zero is None else a.zero, logits_chunk=chunk,
+                         response_len=a.response_len or d["response_len"], vllm_mem=a.vllm_mem,
+                         rollout_seqs=a.rollout_seqs or RECIPE_ROLLOUT_SEQS, gpu_mem_gb=gpu_mem, zero=3 if a.zero is None else a.zero, logits_chunk=chunk,
                          token_budget=TOKEN_BUDGET_STEP, entropy=not a.no_entropy,
                          experience_entropy=a.experience_entropy)
             budget = recommended_token_budget(probe, mbs) or 0
         plan = Plan(spec, gpus=gpus, tp=tp, micro_batch=micro, train_micro_batch=train_micro(micro, mbs, gpus),
                     prompt_len=a.prompt_len or d["prompt_len"], response_len=a.response_len or d["response_len"],
-                    vllm_mem=0.6 if a.vllm_mem is None else a.vllm_mem, gpu_mem_gb=gpu_mem,
+                    vllm_mem=a.vllm_mem, rollout_seqs=a.rollout_seqs or RECIPE_ROLLOUT_SEQS, gpu_mem_gb=gpu_mem,
                     zero=3 if a.zero is None else a.zero, logits_chunk=chunk, token_budget=budget,
                     entropy=not a.no_entropy,
                     experience_entropy=a.experience_entropy, label=f"{a.model} {a.env}")

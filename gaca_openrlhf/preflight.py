@@ -27,7 +27,17 @@ it unless ``DRY_RUN=1`` (it prints the command instead), ``REHEARSAL=1`` or ``GP
   same URL. What the check names comes from the environment's spec (``EnvSpec.server_preflight``: WebShop's);
   without ``--env`` it is the one registered environment that has a server (the launch scripts pass ``--url`` alone).
 
-Every external query (Ray, disk, HTTP, config lookup) is a parameter of :func:`run_checks`, for the tests.
+* **Each node's own resources** (:mod:`gaca_openrlhf.node_check`), on every node of the Ray cluster training
+  attaches to (one Ray task pinned to each alive node, asking for no GPU), else on this node:
+  ``--gpus-per-node N --gpu-mem-share VLLM_MEM``: N free GPUs (no compute process, VLLM_MEM of the memory free),
+  looked at again for up to ``--gpu-wait-s`` seconds, the processes that hold the others named;
+  ``--path WHAT=PATH`` (repeatable): data, task files, a local model folder present on the node;
+  ``--host-ram`` (with ``--model``): available RAM against the memory plan's host share
+  (:func:`gaca_openrlhf.memory_plan.host_bytes_per_node`); ``--url`` with several nodes or ``--run-token``: the
+  env server's ``/health`` answers from the node, echoing the run's token. A failing node is named with its address.
+
+Every external query (Ray, disk, HTTP, config lookup, the per-node runner) is a parameter of :func:`run_checks`, for
+the tests.
 """
 from __future__ import annotations
 
@@ -50,12 +60,14 @@ BUNDLE_CPUS = 1                # one {"GPU": 1, "CPU": 1} bundle per GPU (--trai
 
 @dataclass
 class RayInfo:
-    """What the preflight needs from a Ray cluster."""
+    """What the preflight needs from a Ray cluster (``free_gpus``: not held by another job's actors or placement
+    groups; None when unknown)."""
     free_cpus: float
     total_cpus: float
     total_gpus: float
     nodes: int
     address: str = ""
+    free_gpus: Optional[float] = None
 
 
 @dataclass
@@ -92,7 +104,8 @@ def query_ray() -> Optional[RayInfo]:
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         free, total = ray.available_resources(), ray.cluster_resources()
         return RayInfo(free_cpus=float(free.get("CPU", 0.0)), total_cpus=float(total.get("CPU", 0.0)),
-                       total_gpus=float(total.get("GPU", 0.0)), nodes=len(nodes), address=address)
+                       total_gpus=float(total.get("GPU", 0.0)), nodes=len(nodes), address=address,
+                       free_gpus=float(free.get("GPU", 0.0)))
     finally:
         ray.shutdown()
 
@@ -204,12 +217,21 @@ def check_ray(report: Report, num_nodes: int, gpus: int, cpus_needed: float, det
             f"Ray: {where} has {ray_info.total_gpus:g} GPUs on {ray_info.nodes} node(s), the run needs {gpus} "
             f"(NUM_NODES x GPUS_PER_NODE): the placement group would wait forever. Have all nodes joined "
             "(`ray status`)?")
+    # free, not total: on a shared cluster another job's placement group holds GPUs, and ours would wait for them
+    gpus_busy = ray_info.free_gpus is not None and ray_info.total_gpus >= gpus and ray_info.free_gpus < gpus
+    if gpus_busy:
+        report.errors.append(
+            f"Ray: {where} has {ray_info.total_gpus:g} GPUs but only {ray_info.free_gpus:g} free, the run needs "
+            f"{gpus}: another job's actors or placement groups hold the others (`ray status`, `ray list "
+            "placement-groups`), and the run's placement group would wait for them. Stop that job (a stray one of "
+            "an earlier run: `ray stop` on its nodes) or wait for it")
     if ray_info.free_cpus < cpus_needed:
         report.errors.append(
             f"Ray: {where} has {ray_info.free_cpus:g} free CPUs (of {ray_info.total_cpus:g}), the run needs "
             f"{cpus_needed:g} ({detail}): {hint}")
-    if ray_info.total_gpus >= gpus and ray_info.free_cpus >= cpus_needed:
-        report.ok.append(f"Ray: {where}: {ray_info.nodes} node(s), {ray_info.total_gpus:g} GPUs >= {gpus}, "
+    if ray_info.total_gpus >= gpus and not gpus_busy and ray_info.free_cpus >= cpus_needed:
+        free = "" if ray_info.free_gpus is None else f" ({ray_info.free_gpus:g} free)"
+        report.ok.append(f"Ray: {where}: {ray_info.nodes} node(s), {ray_info.total_gpus:g} GPUs{free} >= {gpus}, "
                          f"{ray_info.free_cpus:g} free CPUs >= {cpus_needed:g} needed ({detail})")
 
 
@@ -260,11 +282,81 @@ def check_url(report: Report, url: str, num_nodes: int, spec,
                      f"({check.describe(health if isinstance(health, dict) else {})}).{others}")
 
 
+# ---- each node's own resources: GPUs, paths, host RAM (gaca_openrlhf/node_check.py) ----
+
+def node_options(args, config_lookup: Callable[[str], Optional[str]] = cached_config) -> Optional[dict]:
+    """The per-node checks asked for, as a plain dict a Ray task can take; None when none is asked for."""
+    opts: dict = {}
+    if args.gpus_per_node:
+        opts.update(gpus=args.gpus_per_node, share=args.gpu_mem_share, wait_s=args.gpu_wait_s)
+    if args.path:
+        opts["paths"] = args.path
+    if args.url and (args.num_nodes > 1 or args.run_token):
+        opts.update(url=args.url, run_token=args.run_token)
+    if args.host_ram:
+        if not args.model:
+            raise SystemExit("error: preflight: --host-ram needs --model (its parameter count)")
+        from gaca_openrlhf.memory_plan import BUILTIN, host_bytes_per_node, load_spec
+
+        path = args.model if os.path.exists(args.model) else config_lookup(args.model)
+        spec = load_spec(path) if path else None
+        if spec is None:  # a Hugging Face name not cached: the built-in spec of its size, if it is one
+            params, _ = model_params(args.model, config_lookup)
+            spec = next((b for b in BUILTIN.values() if params and abs(b.params - params) / params < 0.25), None)
+        if spec is None:
+            opts["host_ram_skip"] = f"model {args.model!r}: no config.json found and no built-in spec of its size"
+        else:
+            need, detail = host_bytes_per_node(spec, args.gpus_per_node or max(1, (args.gpus or 1) // args.num_nodes),
+                                               args.num_nodes, args.tp)
+            opts.update(host_ram_bytes=int(need), host_ram_detail=detail)
+    return opts or None
+
+
+def node_report(opts: dict, node: Optional[str] = None) -> "node_check.NodeReport":
+    """The checks of :func:`node_options` on the node this runs on (locally, or inside a Ray task pinned there)."""
+    from gaca_openrlhf import node_check
+
+    rep = node_check.NodeReport(node or f"node {node_check.node_name()}")
+    if opts.get("gpus"):
+        node_check.check_gpus(rep, opts["gpus"], opts["share"], wait_s=opts["wait_s"],
+                              cuda_visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if opts.get("paths"):
+        node_check.check_paths(rep, opts["paths"])
+    if opts.get("url"):
+        node_check.check_server(rep, opts["url"], opts.get("run_token"))
+    if "host_ram_bytes" in opts:
+        node_check.check_host_ram(rep, opts["host_ram_bytes"], opts["host_ram_detail"])
+    elif "host_ram_skip" in opts:
+        rep.warnings.append(f"{rep.node}: host RAM: not checked ({opts['host_ram_skip']})")
+    return rep
+
+
+def per_node_reports(opts: dict) -> list:
+    """:func:`node_report` on every alive node of the Ray cluster training attaches to (one task pinned to each,
+    asking for no GPU and no CPU, so a busy cluster still runs it), or on this node without a cluster."""
+    address = training_ray_address()
+    if address is None:
+        return [node_report(opts)]
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    try:
+        task = ray.remote(num_cpus=0, num_gpus=0)(node_report)
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(
+            opts, f"node {n.get('NodeManagerAddress', '?')} ({n['NodeID'][:8]})") for n in nodes]
+        return ray.get(refs, timeout=float(opts.get("wait_s", 0)) + 300)
+    finally:
+        ray.shutdown()
+
+
 def run_checks(args, ray_query: Callable[[], Optional[RayInfo]] = query_ray,
                this_machine_cpus: Callable[[], int] = local_cpus,
                free_fn: Callable[[str], Tuple[str, int]] = disk_free,
                fetch: Callable[[str], dict] = fetch_health,
-               config_lookup: Callable[[str], Optional[str]] = cached_config) -> Report:
+               config_lookup: Callable[[str], Optional[str]] = cached_config,
+               node_runner: Callable[[dict], list] = per_node_reports) -> Report:
     report = Report()
     if args.gpus is not None:
         need, detail = ray_cpus_needed(args.gpus, args.env_workers, args.env_worker_cpus)
@@ -297,6 +389,17 @@ def run_checks(args, ray_query: Callable[[], Optional[RayInfo]] = query_ray,
         check_disk(report, args.disk, needed, detail, free_fn)
     if args.url:
         check_url(report, args.url, args.num_nodes, server_env(args.env), fetch)
+    opts = node_options(args, config_lookup)
+    if opts:
+        try:
+            nodes = node_runner(opts)
+        except Exception as e:  # noqa: BLE001 - a node that cannot run the checks is the finding
+            report.errors.append(f"per-node checks could not run on every node: {e!r}")
+        else:
+            for rep in nodes:
+                report.ok += rep.ok
+                report.warnings += rep.warnings
+                report.errors += rep.errors
     return report
 
 
@@ -305,6 +408,20 @@ def _nonneg_float(s: str) -> float:
     if v < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {s}")
     return v
+
+
+def _fraction(s: str) -> float:
+    v = float(s)
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {s}")
+    return v
+
+
+def _what_path(s: str) -> Tuple[str, str]:
+    what, eq, path = s.partition("=")
+    if not eq or not what or not path:
+        raise argparse.ArgumentTypeError(f"expected WHAT=PATH (e.g. ALFWORLD_DATA=/data/alfworld), got {s!r}")
+    return what, path
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -327,6 +444,20 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--url", default=None, help="the env server's URL: /health must answer")
     ap.add_argument("--env", default=None,
                     help="the environment whose server --url is (default: the registered one that has a server)")
+    ap.add_argument("--gpus-per-node", type=int, default=0,
+                    help="GPUS_PER_NODE: each node needs this many free GPUs (0: no GPU check)")
+    ap.add_argument("--gpu-mem-share", type=_fraction, default=0.6,
+                    help="VLLM_MEM (--vllm.gpu_memory_utilization): the share of each GPU's memory that must be free")
+    ap.add_argument("--gpu-wait-s", type=_nonneg_float, default=30.0,
+                    help="look again for this long while GPUs are held (an earlier run's processes exiting)")
+    ap.add_argument("--path", action="append", default=[], type=_what_path, metavar="WHAT=PATH",
+                    help="a file or folder every node must have (data, tasks, a local model folder); repeatable")
+    ap.add_argument("--host-ram", action="store_true",
+                    help="check each node's available RAM against the memory plan's host share (needs --model)")
+    ap.add_argument("--tp", type=int, default=1, help="VLLM_TP (the host RAM of vLLM's sleep backups)")
+    ap.add_argument("--run-token", default=None,
+                    help="with --url: the server's /health must echo this token (WEBSHOP_RUN_TOKEN: this run's "
+                         "server, not a leftover one on the port); checked from every node")
     return ap
 
 

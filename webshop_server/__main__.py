@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--show-attrs", action="store_true", help="show the Attributes tab on item pages")
     ap.add_argument("--expose-goals", action="store_true", help="enable GET /api/goal (expert demos, tests)")
     ap.add_argument("--production", action="store_true", help="serve with waitress instead of the dev server")
+    ap.add_argument("--run-token", default=None,
+                    help="echoed by /health: the launching run tells its own server from a leftover one on the port")
     ap.add_argument("--threads", type=int, default=16, help="waitress worker threads (--production)")
     ap.add_argument("--max-sessions", type=int, default=20000, help="sessions kept in memory (LRU eviction)")
     ap.add_argument("--session-ttl", type=float, default=3600.0, help="seconds an idle session is kept")
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                 goal_mode=args.goal_mode, show_attrs=args.show_attrs, catalog=args.catalog,
                 cache_dir=args.index_cache)
     app = create_app(shop, expose_goals=args.expose_goals, max_sessions=args.max_sessions,
-                     session_ttl=args.session_ttl)
+                     session_ttl=args.session_ttl, run_token=args.run_token)
     log.info("catalog %s: %d products, %d %s goals, tagger %s, ready in %.1fs", shop.catalog.source,
              len(shop.products), len(shop.goals), shop.goal_mode, get_tagger().name, time.perf_counter() - t0)
     if args.production:

@@ -1,6 +1,7 @@
 """The JSON API agents use (WebShop's text mode over HTTP), as a Flask blueprint.
 
 * ``GET /health`` -> ``{"status": "ok", "products": int, "goals": int, "generated": bool, "catalog": str}``
+  (+ ``"run_token": str`` when the server was started with ``--run-token``)
 * ``POST /api/reset`` ``{"split": "test"|"eval"|"train", "index": int}`` or ``{"goal_index": int}`` (neither: a
   goal drawn by weight) -> ``{"session_id", "goal_index", "instruction", "category", "observation",
   "available_actions"}``
@@ -99,8 +100,11 @@ def api_blueprint(state: ShopState) -> Blueprint:
     @bp.get("/health")
     def health():
         # "generated": the catalog is a generated stand-in, not WebShop's data (published numbers not comparable)
-        return jsonify({"status": "ok", "products": len(shop.products), "goals": len(shop.goals),
-                        "generated": shop.generated, "catalog": shop.catalog.source})
+        out = {"status": "ok", "products": len(shop.products), "goals": len(shop.goals),
+               "generated": shop.generated, "catalog": shop.catalog.source}
+        if state.run_token:  # the launching run's token (--run-token): its own server, not a leftover on the port
+            out["run_token"] = state.run_token
+        return jsonify(out)
 
     @bp.get("/api/stats")
     def stats():

@@ -25,12 +25,14 @@ def _is_api() -> bool:
 
 
 def create_app(shop: Shop, expose_goals: bool = False, max_sessions: int = 20000,
-               session_ttl: float = 3600.0) -> Flask:
-    """A WSGI app serving ``shop``: pages and API, each app with its own sessions (see :class:`ShopState`)."""
+               session_ttl: float = 3600.0, run_token: str | None = None) -> Flask:
+    """A WSGI app serving ``shop``: pages and API, each app with its own sessions (see :class:`ShopState`);
+    ``run_token``, when given, is echoed by ``/health`` (the launching run's token)."""
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    state = ShopState(shop, expose_goals=expose_goals, max_sessions=max_sessions, session_ttl=session_ttl)
+    state = ShopState(shop, expose_goals=expose_goals, max_sessions=max_sessions, session_ttl=session_ttl,
+                      run_token=run_token)
     app.extensions["webshop"] = state
     app.register_blueprint(api_blueprint(state))
     app.register_blueprint(pages_blueprint(state))

@@ -30,8 +30,10 @@ class ShopState:
     """One app's shared state. ``store`` holds agents' API episodes, ``page_store`` people's page sessions."""
 
     def __init__(self, shop: Shop, expose_goals: bool = False, max_sessions: int = 20000,
-                 session_ttl: float = 3600.0):
+                 session_ttl: float = 3600.0, run_token: str | None = None):
         self.shop = shop
+        # echoed by /health: a launch script tells its own server from a leftover one answering on the same port
+        self.run_token = run_token
         self.expose_goals = expose_goals
         # Two stores: agents' API episodes and people's page sessions never share ids, so no page visit can read,
         # reset, finish or evict an API episode (page traffic only ever evicts other page sessions).

@@ -74,7 +74,8 @@ MODEL="${MODEL:-Qwen/Qwen2.5-1.5B-Instruct}"   # 7B: MODEL=Qwen/Qwen2.5-7B-Instr
 source "$ROOT/examples/gpu/_nodes.sh"          # NUM_NODES, GPUS_PER_NODE, TOTAL_GPUS (N_GPUS: deprecated)
 VLLM_TP="${VLLM_TP:-1}"
 VLLM_ENGINES="${VLLM_ENGINES:-$((TOTAL_GPUS / VLLM_TP))}"  # over all nodes (--train.colocate_all: one per TP group)
-VLLM_MEM="${VLLM_MEM:-0.6}"                     # colocated with DeepSpeed (sleep mode): leave room for training
+# VLLM_MEM (--vllm.gpu_memory_utilization): unless given, the memory plan's share for this model, environment and
+# rollout size (plan_vllm_mem, called by _train_<env>.sh): weights + KV cache of the sequences an engine holds at once
 ZERO_STAGE="${ZERO_STAGE:-3}"
 MICRO_BATCH="${MICRO_BATCH:-4}"                 # per-GPU micro batch (training and log-prob passes)
 ITERATIONS="${ITERATIONS:-150}"                 # paper / verl-agent: 150 iterations
@@ -204,6 +205,29 @@ ds_checkpoint_saved() {
   compgen -G "$1/*model_states.pt" > /dev/null && compgen -G "$1/*optim_states.pt" > /dev/null
 }
 
+# plan_vllm_mem ENV: VLLM_MEM, unless set, from the memory plan (python -m gaca_openrlhf.memory_plan --vllm-share;
+# README "Memory plan"): vLLM's weights, its non-KV memory and the KV cache of ceil(TASKS_PER_ITER x ROLLOUTS /
+# VLLM_ENGINES) sequences of PROMPT_MAX_LEN + MAX_NEW_TOKENS tokens, of this node's GPU memory (80 GiB without
+# nvidia-smi). A model the plan cannot size (no local config.json, none cached, no built-in of its size) gets 0.6,
+# said on stderr.
+plan_vllm_mem() {
+  [[ -z "${VLLM_MEM:-}" ]] || return 0
+  local seqs=$(( (TASKS_PER_ITER * ROLLOUTS + VLLM_ENGINES - 1) / VLLM_ENGINES )) mem=() mib out
+  if [[ "$DRY_RUN" != "1" ]] && mib="$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null \
+      | head -n 1)" && [[ "$mib" =~ ^[0-9]+$ ]]; then
+    mem=(--gpu-mem-gb "$(( mib / 1024 ))")
+  fi
+  if out="$("$PY" -m gaca_openrlhf.memory_plan --vllm-share --model "$MODEL" --env "$1" --gpus "$TOTAL_GPUS" \
+        --tp "$VLLM_TP" --rollout-seqs "$seqs" --prompt-len "$PROMPT_MAX_LEN" --response-len "$MAX_NEW_TOKENS" \
+        "${mem[@]}")" && [[ "$out" =~ ^0?\.[0-9]+$ ]]; then
+    VLLM_MEM="$out"
+  else
+    VLLM_MEM=0.6
+    echo "warning: the memory plan cannot size VLLM_MEM for MODEL=$MODEL (see above): VLLM_MEM=0.6 (set VLLM_MEM" \
+         "to choose)" >&2
+  fi
+}
+
 # verl-agent / paper defaults (FACTS.md "Reference numbers") in OpenRLHF 0.11.2's dotted options + the project's.
 common_args() {
   COMMON_ARGS=(
@@ -289,7 +313,8 @@ run_cmd() {
 }
 
 # run_preflight [OPTIONS]: the start-up checks of gaca_openrlhf/preflight.py, after data preparation and before any
-# model loads (skipped with a one-node REHEARSAL=1 or GPU_PREFLIGHT=0; DRY_RUN=1 prints the command on stderr instead): Ray's
+# model loads (skipped with a one-node REHEARSAL=1 or GPU_PREFLIGHT=0; DRY_RUN=1 prints the command on stderr instead):
+# each node's free GPUs and GPU memory (naming what holds it), paths and host RAM (gaca_openrlhf/node_check.py); Ray's
 # free CPUs and its GPUs (with a reachable cluster; more than one node without one is an error), free disk at
 # SAVE_PATH for the CKPT_MAX_NUM checkpoints kept and, with KEEP_HF_CKPTS=1, every HF checkpoint (DISK_NEEDED_GB
 # overrides the estimate from MODEL's parameter count), and the options given (_train_alfworld.sh: --env-workers/--env-worker-cpus; _train_webshop.sh: --url).
@@ -297,7 +322,11 @@ run_preflight() {
   rehearsal_cluster_up  # REHEARSAL=1 NUM_NODES>1: the local cluster first; its preflight runs as on real nodes
   [[ ( "$REHEARSAL" == "1" && "$NUM_NODES" == "1" ) || "${GPU_PREFLIGHT:-1}" == "0" ]] && return 0
   local cmd=("$PY" -m gaca_openrlhf.preflight --num-nodes "$NUM_NODES" --gpus "$TOTAL_GPUS" --disk "$SAVE_PATH"
-             --model "$MODEL" --ckpt-max-num "$CKPT_MAX_NUM" "$@")
+             --model "$MODEL" --ckpt-max-num "$CKPT_MAX_NUM" --host-ram --tp "$VLLM_TP" "$@")
+  # on every node (one Ray task each): GPUS_PER_NODE free GPUs with VLLM_MEM of their memory free (the rehearsal's
+  # GPUs are logical: no nvidia-smi), the model folder when it is a local one, host RAM against the memory plan
+  [[ "$REHEARSAL" == "1" ]] || cmd+=(--gpus-per-node "$GPUS_PER_NODE" --gpu-mem-share "$VLLM_MEM")
+  [[ ! -d "$MODEL" ]] || cmd+=(--path "MODEL=$MODEL")
   [[ -z "${DISK_NEEDED_GB:-}" ]] || cmd+=(--disk-needed-gb "$DISK_NEEDED_GB")
   # KEEP_HF_CKPTS=1 (set by the comparison and ablation scripts with EVAL_CKPTS=1): every HF checkpoint is kept
   [[ "${KEEP_HF_CKPTS:-0}" != "1" ]] || cmd+=(--hf-kept $((ITERATIONS / SAVE_STEPS)))

@@ -39,9 +39,11 @@ MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-256}"  # verl-agent: 256 step samples per 
 rehearse TOKEN_BUDGET=1024 LOGPROB_CHUNK=256
 set_packing_args  # PACKING_ARGS from PACKING / TOKEN_BUDGET / LOGPROB_CHUNK (_common.sh)
 method_args "$METHOD"
+plan_vllm_mem alfworld  # VLLM_MEM from the memory plan unless given
 common_args
 # Ray CPUs/GPUs (one env worker of ENV_WORKER_CPUS per episode of an iteration, README "Env worker CPUs"), disk
-run_preflight --env-workers $((TASKS_PER_ITER * ROLLOUTS)) --env-worker-cpus "$ENV_WORKER_CPUS"
+run_preflight --env-workers $((TASKS_PER_ITER * ROLLOUTS)) --env-worker-cpus "$ENV_WORKER_CPUS" \
+  --path "ALFWORLD_DATA=$ALFWORLD_DATA"  # the env workers of every node read the games there
 run_train "${COMMON_ARGS[@]}" "${METHOD_ARGS[@]}" \
   --data.prompt_dataset "$TASKS" \
   --data.max_len $((PROMPT_MAX_LEN + MAX_NEW_TOKENS)) --env.prompt_max_len "$PROMPT_MAX_LEN" \

@@ -47,8 +47,10 @@ MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-64}"  # verl-agent: 64 step samples per op
 rehearse TOKEN_BUDGET=2048 LOGPROB_CHUNK=256
 set_packing_args  # PACKING_ARGS from PACKING / TOKEN_BUDGET / LOGPROB_CHUNK (_common.sh)
 method_args "$METHOD"
+plan_vllm_mem webshop  # VLLM_MEM from the memory plan unless given
 common_args
-run_preflight --url "$WEBSHOP_URL"  # Ray CPUs/GPUs, disk for the checkpoints, the server answers /health
+# Ray CPUs/GPUs, disk for the checkpoints, the server answers /health from every node (as this run's server)
+run_preflight --url "$WEBSHOP_URL" ${WEBSHOP_RUN_TOKEN:+--run-token "$WEBSHOP_RUN_TOKEN"}
 run_train "${COMMON_ARGS[@]}" "${METHOD_ARGS[@]}" \
   --data.prompt_dataset "$TASKS" \
   --data.max_len $((PROMPT_MAX_LEN + MAX_NEW_TOKENS)) --env.prompt_max_len "$PROMPT_MAX_LEN" \

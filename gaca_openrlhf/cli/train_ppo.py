@@ -87,6 +87,22 @@ def parse_args(argv=None):
     return args
 
 
+#: why packed micro-batches are refused on a GPU node without flash-attn (:func:`check_packing_args`)
+PACKING_NEEDS_FLASH_ATTN = (
+    "flash-attn is not installed (transformers' is_flash_attn_2_available() is False) on this GPU node: packed "
+    "micro-batches (--ds.packing_samples, --train.dynamic_batch_enable; the GPU scripts' PACKING=1) would fall back "
+    "to sdpa with a dense block-diagonal mask over each packed row of up to {budget} tokens per GPU, quadratic in "
+    "the row: exact, but slow and memory-hungry. Refused. Install flash-attn (bash scripts/setup.sh installs "
+    "flash-attn 2.8.3 and says what is missing when it cannot), or train unpacked: PACKING=0 with the GPU scripts, "
+    "or without --ds.packing_samples and --train.dynamic_batch_enable.")
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def check_packing_args(args) -> None:
     """Packing / token-budget micro-batches with step samples (docs/packing.md).
 
@@ -94,9 +110,10 @@ def check_packing_args(args) -> None:
     flash-attn is not installed, packed micro-batches run on the pure-PyTorch variable-length attention
     (:mod:`gaca_openrlhf.models.varlen_attention`, registered in every worker by the CPU backend's setup hook) on
     the CPU backend and in the rehearsal: each sample of a packed row attends to itself only, as with flash-attn's
-    varlen kernel. On a GPU node without flash-attn they run on ``sdpa``, whose block-diagonal mask (from the
-    per-sequence position ids, ``masking_utils.find_packed_sequence_indices``) is exact but attends over the whole
-    packed row.
+    varlen kernel. On a GPU node (GPU backend, CUDA available) without flash-attn, packing is refused with
+    :data:`PACKING_NEEDS_FLASH_ATTN`: the only fallback there is ``sdpa`` with a dense block-diagonal mask over the
+    whole packed row (quadratic in the row: exact, but a silent slow path). On a machine without CUDA, the GPU
+    backend's commands still parse (the scripts' dry runs), with ``sdpa`` named.
     """
     if args.ds.packing_samples and "flash_attention" in args.ds.attn_implementation:
         from transformers.utils import is_flash_attn_2_available
@@ -106,6 +123,8 @@ def check_packing_args(args) -> None:
             from gaca_openrlhf.models.varlen_attention import ATTN_IMPLEMENTATION
 
             on_cpu = backend_mode(args.run.backend) != "gpu"
+            if not on_cpu and _cuda_available():
+                raise SystemExit(PACKING_NEEDS_FLASH_ATTN.format(budget=args.train.max_tokens_per_gpu or "the"))
             name = ATTN_IMPLEMENTATION if on_cpu else "sdpa"
             how = "each packed sample attends to itself" if on_cpu else \
                 "block-diagonal mask from per-sequence position ids"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 
@@ -218,7 +219,8 @@ def test_rehearsal_dry_run_takes_the_gpu_launch_path_with_small_overridable_size
 
 def test_without_rehearsal_nothing_changes():
     args = parse_args(module_args(dry_run("train_gaca_alfworld.sh")[0], "gaca_openrlhf.cli.train_ppo"))
-    assert args.run.backend == "gpu" and not args.vllm.enforce_eager and args.vllm.gpu_memory_utilization == 0.6
+    # VLLM_MEM from the memory plan (issue 37): 1.5B's weights + KV cache of 16 sequences: 0.1 of an 80 GB GPU
+    assert args.run.backend == "gpu" and not args.vllm.enforce_eager and args.vllm.gpu_memory_utilization == 0.1
 
 
 def test_smoke_script_dry_run(tmp_path):
@@ -323,7 +325,8 @@ def fake_tools(tmp_path, gpus=8, torch_ok=True):
 
 def test_smoke_run_starts_from_an_empty_folder_and_regenerates_tasks(tmp_path):
     """Finding 2, the real (non-dry) path with stand-ins for python and nvidia-smi: the earlier run is moved aside,
-    tasks.jsonl is regenerated from the generated games, the check gets the strict gap limit."""
+    tasks.jsonl is regenerated from the generated games, the check gets the training's hard gap limit (0.5: issue 37
+    judges each sync against its rollout-time baseline in smoke_check.py, not against a constant 0.1)."""
     save = str(tmp_path / "smoke")
     populate_run(save)
     env = fake_tools(tmp_path)
@@ -345,14 +348,14 @@ def test_smoke_run_starts_from_an_empty_folder_and_regenerates_tasks(tmp_path):
     check = [shlex.split(c) for c in calls if "smoke_check.py" in c and "--memory" not in c]
     assert len(check) == 2 and [c[1] for c in check] == [save, save]
     assert [(option(c, "--label"), option(c, "--iterations"), option(c, "--max-logprob-gap")) for c in check] == [
-        ("alfworld", "2", "0.1"), ("resume", "3", "0.1")]
+        ("alfworld", "2", "0.5"), ("resume", "3", "0.5")]
     argv = shlex.split(open(os.path.join(save, "command.sh")).read())
-    assert option(argv, "--run.max_logprob_gap") == "0.1" and option(argv, "--run.backend") == "gpu"
+    assert option(argv, "--run.max_logprob_gap") == "0.5" and option(argv, "--run.backend") == "gpu"
 
 
 @pytest.mark.parametrize("script", [f"train_{m}_{e}.sh" for m in METHODS for e in ENVS])
 def test_long_runs_tolerate_a_noisy_sync_probe(script):
-    """Finding 3: the long recipes stop only on a grossly broken weight sync (0.5); smoke and rehearsal keep 0.1."""
+    """Finding 3: the long recipes stop only on a grossly broken weight sync (0.5); the rehearsal keeps 0.1."""
     (args,) = train_cmds(dry_run(script, SAVE_PATH="/tmp/out_x"))
     assert args.run.max_logprob_gap == 0.5
     (args,) = train_cmds(dry_run(script, SAVE_PATH="/tmp/out_x", MAX_LOGPROB_GAP="0.3"))
@@ -362,7 +365,8 @@ def test_long_runs_tolerate_a_noisy_sync_probe(script):
 def test_sync_gap_limits_of_the_other_scripts(tmp_path):
     assert {a.run.max_logprob_gap for a in train_cmds(dry_run("run_comparison.sh", OUT_ROOT="/tmp/cmp"))} == {0.5}
     assert {a.run.max_logprob_gap for a in train_cmds(dry_run("ablations_alfworld.sh", EVAL_SEEDS="0"))} == {0.5}
-    assert {a.run.max_logprob_gap for a in train_cmds(dry_run("smoke.sh", SAVE_PATH=str(tmp_path / "s")))} == {0.1}
+    # the GPU smoke trains with the hard limit; smoke_check.py judges each sync against its baseline (issue 37)
+    assert {a.run.max_logprob_gap for a in train_cmds(dry_run("smoke.sh", SAVE_PATH=str(tmp_path / "s")))} == {0.5}
     assert {a.run.max_logprob_gap for a in train_cmds(dry_run("smoke.sh", SAVE_PATH=str(tmp_path / "s"),
                                                                 REHEARSAL="1"))} == {0.1}
     (args,) = train_cmds(dry_run("train_gaca_alfworld.sh", REHEARSAL="1", SAVE_PATH="/tmp/reh"))
@@ -717,6 +721,10 @@ def test_dry_run_prints_the_preflight_it_would_run():
     assert pre.env_worker_cpus == json.loads(args.env.kwargs)["num_cpus"] == 0.2
     assert pre.disk == args.ckpt.output_dir == "/tmp/out_pf" and pre.model == args.actor.model_name_or_path
     assert pre.ckpt_max_num == args.ckpt.max_num == 2 and pre.disk_needed_gb is None and pre.url is None
+    # issue 37: each node's free GPUs against the engines' share, ALFWorld's data, host RAM (every node)
+    assert (pre.gpus_per_node, pre.gpu_mem_share) == (8, args.vllm.gpu_memory_utilization) == (8, 0.1)
+    assert pre.path == [("ALFWORLD_DATA", json.loads(args.env.kwargs)["data_dir"])] and pre.host_ram
+    assert pre.tp == args.vllm.tensor_parallel_size == 1
     res = run_script("train_gaca_webshop.sh", SAVE_PATH="/tmp/out_pf", CKPT_MAX_NUM="3", DISK_NEEDED_GB="50")
     (pre,) = preflight_cmds(res.stderr)
     (args,) = train_cmds([shlex.split(line) for line in res.stdout.splitlines() if line.strip()])
@@ -785,6 +793,7 @@ def test_smoke_resume_and_webshop_legs_dry_run(tmp_path):
 FAKE_SMI_SAMPLER = r"""#!/usr/bin/env bash
 # a fake nvidia-smi: -L lists 8 GPUs; --query-gpu ... -l 1 samples until killed (its pid in $FAKE_SMI_PIDS)
 if [[ "$1" == -L ]]; then for i in 0 1 2 3 4 5 6 7; do echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)"; done; exit 0; fi
+if [[ "$1" == --query-gpu=memory.total ]]; then for i in 0 1 2 3 4 5 6 7; do echo 81559; done; exit 0; fi  # plan_vllm_mem
 echo $$ >> "$FAKE_SMI_PIDS"
 k=0
 while :; do k=$((k + 1)); t="$(date '+%Y/%m/%d %H:%M:%S.%3N')"
@@ -821,6 +830,14 @@ def test_smoke_samples_gpu_memory_per_leg_and_stops_the_sampler(tmp_path):
     # the summary: one line per check of every leg, then the verdict
     assert "[PASS] alfworld: training finished" in res.stdout and "[PASS] resume: training finished" in res.stdout
     assert res.stdout.rstrip().endswith("SMOKE PASS: 2/2 checks")
+    # each leg names what it checks and how long it took (issue 37); a header is no check
+    headers = [ln for ln in res.stdout.splitlines() if ln.startswith("== leg ")]
+    assert [ln.split()[2] for ln in headers] == ["alfworld", "resume"], res.stdout
+    assert re.match(r"== leg alfworld \(\d+s\): 2 GACA iterations on ALFWorld with every launch feature \(colocated "
+                    r"policy/reference/vLLM engines, .*checkpoints\)$", headers[0]), headers[0]
+    assert re.match(r"== leg resume \(\d+s\): RESUME=1: training continues from the checkpoint of iteration 2 .* "
+                    r"trains iteration 3$", headers[1]), headers[1]
+    assert re.search(r"^legs: alfworld \d+s resume \d+s \(whole smoke: \d+s\)$", res.stdout, re.M), res.stdout
 
 
 def test_smoke_without_nvidia_smi_says_memory_sampling_is_not_available(tmp_path):
@@ -1070,3 +1087,26 @@ def test_hf_keeper_takes_each_checkpoint_before_the_rotation_deletes_it(tmp_path
     while running(pid) and time.time() < deadline:  # the keeper notices its parent is gone within a poll or two
         time.sleep(0.2)
     assert not running(pid)
+
+
+# ---- VLLM_MEM from the memory plan (issue 37) ----
+
+def test_vllm_mem_comes_from_the_memory_plan(tmp_path):
+    """Guards: the constant 0.6 (48 GB per GPU for a KV cache of a few GB) coming back, a VLLM_MEM given being
+    overridden, or a model the plan cannot size failing the launch instead of keeping the old default, said."""
+    def share(script, **env):
+        res = run_script(script, SAVE_PATH=str(tmp_path / "o"), **env)
+        assert res.returncode == 0, res.stderr
+        (args,) = train_cmds([shlex.split(line) for line in res.stdout.splitlines() if line.strip()])
+        (pre,) = preflight_cmds(res.stderr)
+        assert pre.gpu_mem_share == args.vllm.gpu_memory_utilization  # the preflight checks the same share
+        return args.vllm.gpu_memory_utilization, res.stderr
+
+    assert share("train_gaca_alfworld.sh")[0] == 0.1
+    assert share("train_gaca_webshop.sh", MODEL="Qwen/Qwen2.5-7B-Instruct", WEBSHOP_GENERATED="1")[0] == 0.3
+    assert share("train_gaca_alfworld.sh", MODEL="Qwen/Qwen2.5-7B-Instruct")[0] == 0.25
+    # 4x the rollouts per task: 64 sequences per engine, 14.2 + 2 + 11.7 GiB of KV cache = 27.9 GiB of 80
+    assert share("train_gaca_alfworld.sh", MODEL="Qwen/Qwen2.5-7B-Instruct", ROLLOUTS="32")[0] == 0.35
+    assert share("train_gaca_alfworld.sh", VLLM_MEM="0.45")[0] == 0.45
+    got, err = share("train_gaca_alfworld.sh", MODEL="/nonexistent/my-model")
+    assert got == 0.6 and "warning: the memory plan cannot size VLLM_MEM for MODEL=/nonexistent/my-model" in err

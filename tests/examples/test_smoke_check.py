@@ -13,10 +13,10 @@ smoke_check = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(smoke_check)
 
 GOOD = [
-    {"rollout/failed_episodes": 0, "kl": 0.0, "sync/logprob_gap": 0.003, "rollout/num_step_samples": 10,
-     "train/optimizer_steps": 3},
-    {"rollout/failed_episodes": 0, "kl": 0.0021, "sync/logprob_gap": 0.004, "rollout/num_step_samples": 12,
-     "train/optimizer_steps": 3},
+    {"rollout/failed_episodes": 0, "kl": 0.0, "sync/logprob_gap": 0.003, "sync/logprob_gap_rollout": 0.002,
+     "rollout/num_step_samples": 10, "train/optimizer_steps": 3},
+    {"rollout/failed_episodes": 0, "kl": 0.0021, "sync/logprob_gap": 0.004, "sync/logprob_gap_rollout": 0.003,
+     "rollout/num_step_samples": 12, "train/optimizer_steps": 3},
 ]
 
 
@@ -52,6 +52,58 @@ def test_each_fault_fails_its_check(tmp_path, fault, expect):
     rows = [GOOD[0], {**GOOD[1], **fault}]
     bad = failed(make_run(tmp_path / "r", rows))
     assert len(bad) == 1 and expect in bad[0], bad
+
+
+# ---- the weight sync against its rollout-time baseline (issue 37, finding 2) ----
+
+def sync_failed(rows, **kw):
+    return [text for ok, text in smoke_check.sync_checks(rows, **kw) if not ok]
+
+
+def rows_with(gaps, bases):
+    return [{"sync/logprob_gap": g, "sync/logprob_gap_rollout": b} for g, b in zip(gaps, bases)]
+
+
+def test_a_noisy_probe_of_a_correct_sync_passes_against_its_baseline():
+    # bf16-like numbers: the engines disagree by 0.04 nats on average over thousands of rollout tokens (same
+    # weights), and a 64-token probe at temperature 1.0 caught a few tail tokens: 0.15. Guards: the constant 0.1
+    # limit (which fails this correct sync and blames it on the first command a user runs).
+    assert sync_failed(rows_with([0.15, 0.12], [0.04, 0.045]), max_gap=0.5) == []
+
+
+@pytest.mark.parametrize("gaps, bases, max_gap, expect", [
+    ([0.004, 0.15], [0.003, 0.01], 0.0, "probe"),     # 0.15 > max(0.1, 5 x 0.01): the baseline is tight
+    ([0.004, 1.7], [0.003, 0.003], 0.0, "probe"),     # nats: vLLM on garbage weights after the sync
+    ([0.004, float("nan")], [0.003, 0.003], 0.0, "probe"),  # NaN is never within a limit
+    ([0.004, None], [0.003, 0.003], 0.0, "probe"),    # no probe logged
+    ([0.3, 0.2], [0.1, 0.1], 0.25, "probe"),          # 0.3 <= 5 x 0.1 but above the training's hard limit
+    ([0.004, 0.004], [0.003, 0.9], 0.0, "rollouts"),  # the probe looks fine, but iteration 2's rollouts (thousands
+                                                      # of tokens on the synced weights) are far off: stale weights
+])
+def test_a_broken_sync_fails_a_named_sync_check(gaps, bases, max_gap, expect):
+    # Guards: a limit that ignores the baseline, NaN or a missing gap passing, the hard limit ignored, and a sync
+    # checked only by its 64-token probe.
+    bad = sync_failed(rows_with(gaps, bases), max_gap=max_gap)
+    assert len(bad) == 1 and bad[0].startswith(f"weight sync, {expect}:"), bad
+
+
+def test_sync_check_lines_name_values_and_limits():
+    (probe, rollouts) = smoke_check.sync_checks(rows_with([0.15, 0.12], [0.04, 0.045]), max_gap=0.5)
+    assert probe == (True, "weight sync, probe: sync/logprob_gap right after each sync [0.15, 0.12] within max(0.1, "
+                           "5 x the iteration's rollout-time gap sync/logprob_gap_rollout [0.04, 0.045]), at most "
+                           "0.5: limits [0.2, 0.225]")
+    assert rollouts[0] and "[0.045]" in rollouts[1] and "iteration 1's 0.04" in rollouts[1]
+    assert "limit 0.2" in rollouts[1]
+    # one iteration: no later rollouts to judge a sync by, only the probe
+    assert len(smoke_check.sync_checks(rows_with([0.01], [0.01]))) == 1
+
+
+def test_sync_ratio_and_floor_options(tmp_path):
+    run = make_run(tmp_path / "r", [GOOD[0], {**GOOD[1], "sync/logprob_gap": 0.08}])
+    assert smoke_check.main([run, "--mini-batch-steps", "4"]) == 0  # under the 0.1 floor
+    assert smoke_check.main([run, "--mini-batch-steps", "4", "--sync-gap-floor", "0.01"]) == 1  # 0.08 > 5 x 0.003
+    assert smoke_check.main([run, "--mini-batch-steps", "4", "--sync-gap-floor", "0.01",
+                             "--sync-gap-ratio", "30"]) == 0
 
 
 def test_mini_batch_read_from_the_launch_command(tmp_path):

@@ -20,6 +20,7 @@ TINY = ModelSpec("tiny", hidden=8, layers=2, heads=2, kv_heads=1, intermediate=1
 TINY_PLAN = Plan(TINY, gpus=4, tp=2, micro_batch=2, train_micro_batch=1, prompt_len=6, response_len=2,
                  vllm_mem=0.5, gpu_mem_gb=1.0, zero=3)   # seq 8: experience T = 16, training T = 8
 CTX = 1.5 * GIB
+ASLEEP = 1.0 * GIB  # what a sleeping vLLM worker keeps (experience and training phases; issue 37)
 
 
 def _bytes(phase):
@@ -64,7 +65,8 @@ def test_experience_by_hand():
     assert b["zero3"] == pytest.approx(2 * 608)                # max(layer 608, V x h 256) in bf16
     assert b["layer"] == pytest.approx(16 * (4 * 8 + 8 * 16))  # T x (4h + 8I) = 2560
     assert b["logits"] == pytest.approx(6 * 16 * 32)           # bf16 + fp32 logits over T x V = 3072
-    assert mp.experience_phase(TINY_PLAN).total * GIB == pytest.approx(1480 + 1216 + 3072 + CTX)
+    assert b["vllm"] == pytest.approx(ASLEEP)                  # vLLM asleep, not nothing
+    assert mp.experience_phase(TINY_PLAN).total * GIB == pytest.approx(1480 + 1216 + 3072 + ASLEEP + CTX)
     ent = _bytes(mp.experience_phase(replace(TINY_PLAN, experience_entropy=True)))
     assert ent["logits"] == pytest.approx(12 * 16 * 32)
 
@@ -77,7 +79,8 @@ def test_training_by_hand():
     assert b["acts"] == pytest.approx(2 * 8 * 8 * 2)                   # L x T x h x 2 = 256
     assert b["layer"] == pytest.approx(8 * (22 * 8 + 6 * 4 + 12 * 16))  # 3136
     assert b["logits"] == pytest.approx(20 * 8 * 32)                   # 5120
-    assert p.total * GIB == pytest.approx(7400 + 2432 + 256 + 5120 + CTX)
+    assert b["vllm"] == pytest.approx(ASLEEP)
+    assert p.total * GIB == pytest.approx(7400 + 2432 + 256 + 5120 + ASLEEP + CTX)
     no_ent = _bytes(mp.training_phase(replace(TINY_PLAN, entropy=False)))
     assert no_ent["logits"] == pytest.approx(8 * 8 * 32)
 
@@ -85,7 +88,7 @@ def test_training_by_hand():
 def test_layer_wins_the_max_when_larger_than_logits():
     plan = replace(TINY_PLAN, logits_chunk=1)                          # logits 20 x 1 x 32 = 640 < layer 3136
     p = mp.training_phase(plan)
-    assert p.total * GIB == pytest.approx(7400 + 2432 + 256 + 3136 + CTX)
+    assert p.total * GIB == pytest.approx(7400 + 2432 + 256 + 3136 + ASLEEP + CTX)
 
 
 def test_zero_stages_by_hand():
@@ -207,8 +210,8 @@ def test_suggestion_is_the_largest_that_fits():
     lines = mp.suggest(plan, 64)
     assert lines[0].startswith("MICRO_BATCH=3 (training micro batch 2)")
     assert mp.fits(replace(plan, micro_batch=3, train_micro_batch=2))
-    assert lines[1].startswith("--logits-chunk 16384 ")
-    assert mp.fits(replace(plan, logits_chunk=16384)) and not mp.fits(replace(plan, logits_chunk=16384 * 2))
+    assert lines[1].startswith("--logits-chunk 8192 ")  # 16384 before vLLM's asleep memory was counted (issue 37)
+    assert mp.fits(replace(plan, logits_chunk=8192)) and not mp.fits(replace(plan, logits_chunk=8192 * 2))
     assert mp.suggest(mp.recipe_plan("1.5b", "alfworld", 1), 256) == []
 
 
@@ -327,7 +330,9 @@ def _set_packing_args(**env):
 def test_recipe_defaults_match_the_scripts():
     assert int(_script_default("_nodes.sh", "GPUS_PER_NODE")) == 8
     assert int(_script_default("_common.sh", "MICRO_BATCH")) == 4
-    assert float(_script_default("_common.sh", "VLLM_MEM")) == 0.6
+    # VLLM_MEM: no constant default; each _train_<env>.sh asks the plan (tests/examples/test_gpu_scripts.py)
+    for env in ("alfworld", "webshop"):
+        assert f"plan_vllm_mem {env}" in (ROOT / f"examples/gpu/_train_{env}.sh").read_text()
     assert int(_script_default("_common.sh", "ZERO_STAGE")) == 3
     for env in ("alfworld", "webshop"):
         d = mp.ENV_DEFAULTS[env]
@@ -399,7 +404,8 @@ def test_recipe_token_budgets_are_the_plans_choice():
     plan = mp.recipe_plan("1.5b", "webshop", 1, gpus=64, token_budget=4096, logits_chunk=4096)
     assert mp.recommended_token_budget(plan, 64) == 8192
     # a GPU too small for the ceiling: the largest multiple of 4096 that fits
-    small = replace(mp.default_recipe_plans(logits_chunk=0)[3], gpu_mem_gb=40.0)  # 7B WebShop, full logits
+    # 7B WebShop, full logits (42 GB: since vLLM's asleep GB is counted, a 40 GB GPU fits no budget at all)
+    small = replace(mp.default_recipe_plans(logits_chunk=0)[3], gpu_mem_gb=42.0)
     got = mp.recommended_token_budget(small, 64)
     assert got and got < 16384 and mp.fits(replace(small, token_budget=got))
     assert not mp.fits(replace(small, token_budget=got + 4096))
@@ -407,7 +413,7 @@ def test_recipe_token_budgets_are_the_plans_choice():
 
 
 def test_suggestions_for_a_token_budget_plan():
-    plan = replace(mp.default_recipe_plans(logits_chunk=0)[3], gpu_mem_gb=40.0)  # 7B WebShop at 16384, 40 GB GPU
+    plan = replace(mp.default_recipe_plans(logits_chunk=0)[3], gpu_mem_gb=42.0)  # 7B WebShop at 16384, 42 GB GPU
     assert not mp.fits(plan)
     lines = mp.suggest(plan, 64)
     assert lines[0].startswith("--token-budget ") and "MICRO_BATCH" not in " ".join(lines)
@@ -429,3 +435,51 @@ def test_readme_table_is_the_current_output(capsys):
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
     section = (ROOT / "examples/gpu/README.md").read_text().split("## Memory plan", 1)[1].split("\n## ", 1)[0]
     assert len(rows) == 13 and all(row in section for row in rows)
+
+
+# ---- issue 37: VLLM_MEM from the plan; vLLM asleep ----
+
+def test_vllm_share_by_hand():
+    # TINY at TP 2 on a 1 GiB GPU: weights 2P/TP = 1480 B, KV 32 B/token x 3 seqs x 8 tokens x 1.25 = 960 B, plus
+    # the non-KV 2 GiB: 2 GiB + 2440 B of 1 GiB -> 2.0000023 -> rounded up to 0.05 steps: capped at 0.95
+    share, detail = mp.vllm_share(TINY, 1.0, 2, 3, 8)
+    assert share == 0.95 and "KV cache 0.0 GiB (3 sequences x 8 tokens x 1.25)" in detail
+    # 7B WebShop recipe: 14.18 GiB weights + 2 + KV 57344 B/token x 16 x 4608 x 1.25 = 4.92 GiB -> 21.1 of 80 -> 0.3
+    s7 = mp.BUILTIN["7b"]
+    assert mp.kv_bytes_per_token(s7, 1) == 2 * 28 * 512 * 2
+    share, _ = mp.vllm_share(s7, 80.0, 1, 16, 4608)
+    need = 2 * s7.params + 2 * GIB + 1.25 * 16 * 4608 * 57344
+    assert share == 0.3 and 0.25 < need / (80 * GIB) <= 0.3
+    # the floor: 1.5B needs 7.3 GiB (9 %): 0.1
+    assert mp.vllm_share(mp.BUILTIN["1.5b"], 80.0, 1, 16, 4608)[0] == 0.1
+    with pytest.raises(ValueError, match="must be positive"):
+        mp.vllm_share(s7, 80.0, 1, 0, 4608)
+
+
+def test_recipes_take_the_planned_share_far_below_the_old_constant():
+    # Guards: the constant 0.6 (48 GB per GPU reserved for a KV cache of ~1-5 GB) coming back.
+    shares = {p.label: p.vllm_share for p in mp.default_recipe_plans()}
+    assert shares == {"1.5b alfworld": 0.1, "1.5b webshop": 0.1, "7b alfworld": 0.25, "7b webshop": 0.3}
+    plan = mp.default_recipe_plans()[3]
+    assert replace(plan, gpu_mem_gb=40.0).vllm_share == 0.55  # re-planned for a smaller GPU, not kept at 0.3
+    assert replace(plan, vllm_mem=0.6).vllm_share == 0.6      # a share given is kept
+    assert mp.rollout_phase(plan).components["vllm"] == pytest.approx(0.3 * 80)
+
+
+def test_vllm_asleep_counts_in_experience_and_training_only():
+    # Guards: a sleeping vLLM taken as using nothing (the plan's training peak too low by its resident memory).
+    plan = mp.default_recipe_plans()[0]
+    assert mp.experience_phase(plan).components["vllm"] == mp.training_phase(plan).components["vllm"] == \
+        mp.VLLM_ASLEEP_GB == 1.0
+    assert mp.rollout_phase(plan).components["vllm"] == pytest.approx(plan.vllm_share * 80)
+
+
+def test_cli_vllm_share(capsys):
+    assert mp.main(["--vllm-share", "--model", "Qwen/Qwen2.5-7B-Instruct", "--env", "webshop"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "0.3\n" and "memory plan: VLLM_MEM Qwen2.5-7B-Instruct: weights 14.2" in err
+    assert mp.main(["--vllm-share", "--model", "7b", "--env", "alfworld", "--rollout-seqs", "64",
+                    "--gpu-mem-gb", "141"]) == 0
+    assert capsys.readouterr().out == "0.2\n"  # 14.2 + 2 + 64 x 2560 x 57344 x 1.25 B = 27.9 GiB of 141
+    assert mp.main(["--vllm-share", "--model", "no/such-model", "--env", "alfworld"]) == 2
+    assert "error: memory plan: unknown model 'no/such-model'" in capsys.readouterr().err

@@ -13,8 +13,9 @@ GIB = 2 ** 30
 ALF = ["--num-nodes", "1", "--gpus", "8", "--env-workers", "128", "--env-worker-cpus", "0.1"]
 
 
-def run(argv, ray=None, cpus=64, free=10 ** 15, health=None, lookup=None):
-    """pf.run_checks on parsed ``argv`` with fakes; ``ray``: a RayInfo, None (no cluster) or an exception."""
+def run(argv, ray=None, cpus=64, free=10 ** 15, health=None, lookup=None, nodes=()):
+    """pf.run_checks on parsed ``argv`` with fakes; ``ray``: a RayInfo, None (no cluster) or an exception;
+    ``nodes``: the per-node reports (one Ray task per node in a real run)."""
     def ray_query():
         if isinstance(ray, Exception):
             raise ray
@@ -26,7 +27,8 @@ def run(argv, ray=None, cpus=64, free=10 ** 15, health=None, lookup=None):
         return health if health is not None else {"goals": 12087}
 
     return pf.run_checks(pf.build_parser().parse_args(argv), ray_query=ray_query, this_machine_cpus=lambda: cpus,
-                         free_fn=lambda path: (path, free), fetch=fetch, config_lookup=lookup or (lambda m: None))
+                         free_fn=lambda path: (path, free), fetch=fetch, config_lookup=lookup or (lambda m: None),
+                         node_runner=lambda opts: list(nodes))
 
 
 def test_ray_cpus_needed_counts_env_workers_bundles_and_trainer():
@@ -163,3 +165,91 @@ def test_the_cluster_looked_at_is_the_one_training_attaches_to(monkeypatch):
     assert pf.training_ray_address() == "10.0.0.5:6379"
     (err,) = run(ALF, ray=ConnectionError("timed out")).errors
     assert "RAY_ADDRESS=10.0.0.5:6379" in err and "timed out" in err
+
+
+# ---- issue 37: free (not total) GPUs; each node's own resources, on every node ----
+
+def test_free_not_total_gpus_of_the_cluster():
+    # A shared cluster: 16 GPUs, 8 of them held by another job's placement group. Guards: comparing total GPUs
+    # (the run's placement group would wait up to 30 minutes for GPUs that never come).
+    busy = pf.RayInfo(free_cpus=200, total_cpus=224, total_gpus=16, nodes=2, address="h:6379", free_gpus=8)
+    (err,) = run(["--num-nodes", "2", "--gpus", "16"], ray=busy).errors
+    assert "has 16 GPUs but only 8 free, the run needs 16" in err and "placement groups" in err
+    ok = pf.RayInfo(free_cpus=200, total_cpus=224, total_gpus=16, nodes=2, address="h:6379", free_gpus=16)
+    rep = run(["--num-nodes", "2", "--gpus", "16"], ray=ok)
+    assert not rep.errors and "16 GPUs (16 free) >= 16" in rep.ok[0]
+
+
+def node_fakes(reports, seen=None):
+    """run_checks' per-node runner replaced: the given NodeReports, as if one Ray task per node returned them."""
+    def runner(opts):
+        if seen is not None:
+            seen.append(opts)
+        return reports
+    return runner
+
+
+def test_a_failing_node_is_named_and_fails_the_preflight(capsys):
+    # Guards: per-node findings dropped, or only the head's looked at.
+    from gaca_openrlhf.node_check import NodeReport
+
+    good = NodeReport("node 10.0.0.5 (aaaaaaaa)", ok=["node 10.0.0.5 (aaaaaaaa): GPUs: 8 free of 8"])
+    bad = NodeReport("node 10.0.0.6 (bbbbbbbb)",
+                     errors=["node 10.0.0.6 (bbbbbbbb): missing on this node: ALFWORLD_DATA=/data/alf"])
+    seen = []
+    argv = ["--num-nodes", "2", "--gpus-per-node", "8", "--gpu-mem-share", "0.3", "--path", "ALFWORLD_DATA=/data/alf"]
+    assert pf.main(argv, node_runner=node_fakes([good, bad], seen)) == 1
+    err = capsys.readouterr().err
+    assert "preflight: ok: node 10.0.0.5 (aaaaaaaa): GPUs: 8 free of 8" in err
+    assert "error: preflight: node 10.0.0.6 (bbbbbbbb): missing on this node: ALFWORLD_DATA=/data/alf" in err
+    assert seen == [{"gpus": 8, "share": 0.3, "wait_s": 30.0, "paths": [("ALFWORLD_DATA", "/data/alf")]}]
+    assert pf.main(argv, node_runner=node_fakes([good])) == 0
+
+
+def test_a_node_runner_that_fails_is_an_error():
+    def broken(opts):
+        raise RuntimeError("node 10.0.0.6 died")
+    rep = pf.run_checks(pf.build_parser().parse_args(["--path", "A=/a"]), node_runner=broken)
+    assert rep.errors == ["per-node checks could not run on every node: RuntimeError('node 10.0.0.6 died')"]
+
+
+def test_no_per_node_check_asked_runs_none():
+    def never(opts):
+        raise AssertionError("not asked")
+    assert not pf.run_checks(pf.build_parser().parse_args([]), node_runner=never).errors
+
+
+def test_host_ram_from_the_memory_plan():
+    # 7B on one 8-GPU node: offloaded states (16 B/param) + 8 vLLM sleep backups (2 B/param each) = ~227 GiB, the
+    # figure of issue 37 (~230 GB). Guards: the host share left out of the plan, or counted once per cluster.
+    from gaca_openrlhf.memory_plan import BUILTIN, host_bytes_per_node
+
+    args = pf.build_parser().parse_args(["--host-ram", "--model", "Qwen/Qwen2.5-7B-Instruct", "--gpus-per-node", "8"])
+    opts = pf.node_options(args, config_lookup=lambda m: None)
+    p = BUILTIN["7b"].params
+    assert opts["host_ram_bytes"] == int(16 * p + 8 * 2 * p)
+    assert 220 < opts["host_ram_bytes"] / GIB < 235 and "vLLM sleep weight backups" in opts["host_ram_detail"]
+    two_nodes, _ = host_bytes_per_node(BUILTIN["7b"], gpus_per_node=8, num_nodes=2)
+    assert two_nodes == pytest.approx(8 * p + 16 * p)  # the states are sharded over the nodes, the backups are not
+    with pytest.raises(SystemExit, match="--host-ram needs --model"):
+        pf.node_options(pf.build_parser().parse_args(["--host-ram"]))
+    with pytest.raises(ValueError, match=">= 1"):
+        host_bytes_per_node(BUILTIN["7b"], gpus_per_node=0)
+
+
+def test_bad_per_node_options_are_refused():
+    for argv in (["--path", "no-equals-sign"], ["--gpu-mem-share", "1.5"], ["--gpu-mem-share", "0"]):
+        with pytest.raises(SystemExit):
+            pf.build_parser().parse_args(argv)
+
+
+def test_the_server_is_checked_from_every_node_with_the_run_token():
+    # Guards: WebShop's /health looked at from the head only (other nodes' env workers fail after model loads).
+    seen = []
+    argv = ["--num-nodes", "2", "--url", "http://10.0.0.5:3000", "--run-token", "run-9"]
+    pf.run_checks(pf.build_parser().parse_args(argv), fetch=lambda u: {"goals": 1}, node_runner=node_fakes([], seen))
+    assert seen == [{"url": "http://10.0.0.5:3000", "run_token": "run-9"}]
+    seen.clear()  # one node, no token: the head's own check is the whole check
+    pf.run_checks(pf.build_parser().parse_args(["--url", "http://h:1"]), fetch=lambda u: {"goals": 1},
+                  node_runner=node_fakes([], seen))
+    assert seen == []

@@ -39,6 +39,16 @@ def test_health(server_url, shop):
         "catalog": "generated:1000:seed0"}
 
 
+def test_health_echoes_the_run_token(shop):
+    # A server started with --run-token (the launch scripts' WEBSHOP_RUN_TOKEN) says so in /health; one without
+    # adds nothing (above). Guards: the token not echoed, so every launch would take a leftover server for its own.
+    from webshop_server.app import create_app
+
+    client = create_app(shop, run_token="run-1700000000-42-7").test_client()
+    assert client.get("/health").get_json()["run_token"] == "run-1700000000-42-7"
+    assert "run_token" not in create_app(shop).test_client().get("/health").get_json()
+
+
 def test_reset_shape_and_search_page(server_url, shop):
     r = new_session(server_url, split="eval", index=7)
     assert set(r) >= {"session_id", "instruction", "observation", "available_actions"}

@@ -102,8 +102,8 @@ def test_param_dtype_auto_is_resolved_before_anything_reads_it(monkeypatch):
 
 
 def test_packing_and_token_budget_accepted_with_step_samples():
-    """Packing / dynamic batches are no longer refused; without flash-attn the packed path runs on the CPU
-    backend's variable-length attention (CPU, rehearsal) or on sdpa (a GPU node)."""
+    """Packing / dynamic batches are accepted with step samples; without flash-attn the packed path runs on the CPU
+    backend's variable-length attention (CPU, rehearsal); a GPU node without flash-attn refuses it (next test)."""
     from transformers.utils import is_flash_attn_2_available
 
     packed = ("--ds.packing_samples", "--train.dynamic_batch_enable", "--train.max_tokens_per_gpu", "4096",
@@ -114,6 +114,7 @@ def test_packing_and_token_budget_accepted_with_step_samples():
     if not is_flash_attn_2_available():
         assert args.ds.attn_implementation == "gaca_varlen_sdpa"
         assert parse_args(_step(*packed, "--run.backend", "rehearsal")).ds.attn_implementation == "gaca_varlen_sdpa"
+        # no CUDA here: the GPU backend's command still parses (the scripts' dry runs); a GPU node refuses (below)
         assert parse_args(_step(*packed, "--run.backend", "gpu")).ds.attn_implementation == "sdpa"
         assert parse_args(_step("--run.backend", "cpu")).ds.attn_implementation == "flash_attention_2"  # unpacked
     args = parse_args(_step("--train.dynamic_batch_enable", "--run.mini_batch_steps", "4"))
@@ -122,3 +123,28 @@ def test_packing_and_token_budget_accepted_with_step_samples():
     with pytest.raises(SystemExit, match="ring_attn_size"):
         parse_args(_step("--ds.packing_samples", "--ds.ring_attn_size", "2", "--actor.num_gpus_per_node", "2",
                          "--run.mini_batch_steps", "4"))
+
+
+def test_packing_without_flash_attn_on_a_gpu_node_is_refused(monkeypatch):
+    """A GPU node without flash-attn: packed micro-batches would run on sdpa with a dense mask over the packed row
+    (the silent slow path of issue 37): refused, naming the cause and both ways out. ``torch.cuda.is_available``
+    is patched to True: it stands in for a CUDA node (none here); flash-attn is really absent here.
+    Guards: the refusal dropped (back to the silent sdpa switch), or applied to the CPU backend / rehearsal, or to
+    unpacked runs."""
+    import torch
+
+    from gaca_openrlhf.cli.train_ppo import PACKING_NEEDS_FLASH_ATTN
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    packed = ("--ds.packing_samples", "--train.dynamic_batch_enable", "--train.max_tokens_per_gpu", "32768",
+              "--run.mini_batch_steps", "4")
+    with pytest.raises(SystemExit) as err:
+        parse_args(_step(*packed, "--run.backend", "gpu"))
+    msg = str(err.value)
+    assert msg == PACKING_NEEDS_FLASH_ATTN.format(budget=32768)
+    assert "up to 32768 tokens" in msg and "PACKING=0" in msg and "scripts/setup.sh" in msg
+    with pytest.raises(SystemExit, match="flash-attn is not installed"):  # dynamic batches pack too
+        parse_args(_step("--train.dynamic_batch_enable", "--run.mini_batch_steps", "4", "--run.backend", "gpu"))
+    # unpacked on the GPU backend, and packed on the CPU backend / rehearsal: accepted
+    assert not parse_args(_step("--run.backend", "gpu")).ds.packing_samples
+    assert parse_args(_step(*packed, "--run.backend", "rehearsal")).ds.attn_implementation == "gaca_varlen_sdpa"
