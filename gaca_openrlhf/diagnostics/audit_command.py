@@ -17,8 +17,10 @@ import os
 import sys
 import time
 
-from agents.registry import DEFAULT_ENV, names, specs
+from agents.registry import DEFAULT_ENV, names
 from gaca_openrlhf.advantages import AdvantageConfig, list_estimators
+
+from .cli import add_episode_args
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,22 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (over task groups)")
     p.add_argument("--estimators", default=None,
                    help=f"comma-separated estimators to audit (default: all registered: {','.join(list_estimators())})")
-    p.add_argument("--data", default=None, help="the environment's data root (as python -m gaca_openrlhf.eval)")
-    p.add_argument("--panel-dir", default=None)
-    for spec in specs():  # each environment's own options
-        if spec.add_eval_args is not None:
-            spec.add_eval_args(p, "diagnostics")
-    p.add_argument("--env-kwargs", default=None, help="JSON object merged into the env config")
-    p.add_argument("--num-envs", type=int, default=1)
-    p.add_argument("--env-timeout", type=float, default=120.0)
-    p.add_argument("--max-steps", type=int, default=0, help="episode step limit (0: the env's own)")
-    p.add_argument("--max-tokens", type=int, default=512, help="response tokens per step")
-    p.add_argument("--history-k", type=int, default=2)
-    p.add_argument("--invalid-action", default="execute", choices=["execute", "noop"])
-    p.add_argument("--prompt-max-len", type=int, default=None)
-    p.add_argument("--dtype", default="auto")
-    p.add_argument("--gpu-memory-utilization", type=float, default=None)
-    p.add_argument("--tensor-parallel-size", type=int, default=1)
+    add_episode_args(p)
     p.add_argument("--progress", action="store_true")
     return p
 

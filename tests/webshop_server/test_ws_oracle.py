@@ -2,27 +2,9 @@
 import pytest
 import requests
 
+from ws_http import goal_of, new_session, stepper  # same folder (rootdir import mode)
+
 from webshop_server.testing import serve_in_thread
-
-
-def new_session(url, **payload):
-    r = requests.post(url + "/api/reset", json=payload or {"split": "test", "index": 0}, timeout=30)
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-def stepper(url, sid):
-    def step(action):
-        r = requests.post(url + "/api/step", json={"session_id": sid, "action": action}, timeout=30)
-        assert r.status_code == 200, r.text
-        return r.json()
-    return step
-
-
-def goal_of(url, sid):
-    r = requests.get(url + "/api/goal", params={"session_id": sid}, timeout=30)
-    assert r.status_code == 200, r.text
-    return r.json()
 
 
 def oracle(url, sid):

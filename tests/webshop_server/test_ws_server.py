@@ -6,31 +6,9 @@ import requests
 
 from webshop_server.engine import Shop
 from webshop_server.sessions import SessionStore
+from ws_http import goal_of, new_session, post, stepper  # same folder (rootdir import mode)
+
 from webshop_server.testing import expert_episode, goal_option_values, serve_in_thread
-
-
-def post(url, path, payload=None, **kw):
-    return requests.post(url + path, json=payload, timeout=30, **kw)
-
-
-def new_session(url, **payload):
-    r = post(url, "/api/reset", payload or {"split": "test", "index": 0})
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-def stepper(url, sid):
-    def step(action):
-        r = post(url, "/api/step", {"session_id": sid, "action": action})
-        assert r.status_code == 200, r.text
-        return r.json()
-    return step
-
-
-def goal_of(url, sid):
-    r = requests.get(url + "/api/goal", params={"session_id": sid}, timeout=30)
-    assert r.status_code == 200, r.text
-    return r.json()
 
 
 def test_health(server_url, shop):
