@@ -133,14 +133,14 @@ the shapes (embeddings, once when tied, + L x decoder layer with q/k/v biases + 
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
 import sys
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from agents.registry import specs
+from gaca_openrlhf.model_spec import (  # noqa: F401 - re-exported: the plan's callers name them here
+    ATTN_BIAS_MODEL_TYPES, BUILTIN, ModelSpec, load_spec, resolve_spec, spec_from_config)
 
 GIB = float(2 ** 30)
 MARGIN = 0.10                  # fits: total <= (1 - MARGIN) x GPU memory
@@ -151,63 +151,7 @@ KV_SLACK = 1.25                # KV cache blocks are allocated whole: room over 
 VLLM_SHARE_STEP, VLLM_SHARE_MIN = 0.05, 0.1
 RECIPE_ROLLOUT_SEQS = 16       # sequences per engine at once in the recipes: 16 tasks x 8 rollouts / 8 engines
 PROCESSES_PER_GPU = 3          # actor rank, reference rank, vLLM worker (--train.colocate_all)
-ATTN_BIAS_MODEL_TYPES = ("qwen2",)  # q/k/v projections with bias (Qwen2 has no attention_bias field)
 
-
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    intermediate: int
-    vocab: int
-    tied: bool
-    attention_bias: bool = True
-    head_dim: Optional[int] = None
-
-    def __post_init__(self):
-        for f in ("hidden", "layers", "heads", "kv_heads", "intermediate", "vocab"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise ValueError(f"model {self.name!r}: {f} must be a positive integer, got {v!r}")
-        if self.head_dim is None and self.hidden % self.heads:
-            raise ValueError(f"model {self.name!r}: hidden {self.hidden} is not a multiple of heads {self.heads}")
-
-    @property
-    def hd(self) -> int:
-        return self.head_dim if self.head_dim is not None else self.hidden // self.heads
-
-    @property
-    def q_dim(self) -> int:
-        return self.heads * self.hd
-
-    @property
-    def kv_dim(self) -> int:
-        return self.kv_heads * self.hd
-
-    @property
-    def layer_params(self) -> int:
-        """One decoder layer: q, k, v (+ biases), o, gate/up/down, two RMSNorm weights."""
-        h, b = self.hidden, int(self.attention_bias)
-        attn = h * self.q_dim + 2 * h * self.kv_dim + b * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h
-        return attn + 3 * h * self.intermediate + 2 * h
-
-    @property
-    def params(self) -> int:
-        emb = self.vocab * self.hidden
-        return emb * (1 if self.tied else 2) + self.layers * self.layer_params + self.hidden
-
-
-# Qwen/Qwen2.5-1.5B-Instruct and Qwen/Qwen2.5-7B-Instruct config.json (hidden_size, num_hidden_layers,
-# num_attention_heads, num_key_value_heads, intermediate_size, vocab_size, tie_word_embeddings).
-BUILTIN: Dict[str, ModelSpec] = {
-    "1.5b": ModelSpec("Qwen2.5-1.5B-Instruct", hidden=1536, layers=28, heads=12, kv_heads=2, intermediate=8960,
-                      vocab=151936, tied=True),
-    "7b": ModelSpec("Qwen2.5-7B-Instruct", hidden=3584, layers=28, heads=28, kv_heads=4, intermediate=18944,
-                    vocab=152064, tied=False),
-}
 
 # examples/gpu: per-environment defaults (_train_<env>.sh: each environment's GpuRecipe, agents/<env>/spec.py) and
 # the recipes (_common.sh; 7B: README "7B": one engine per GPU, TP 1, the configuration the rehearsal runs; 7B WebShop:
@@ -241,43 +185,6 @@ RECIPE_TOKEN_BUDGET_FULL_LOGITS: Dict[Tuple[str, str], int] = {
 #: the largest token budget :func:`recommended_token_budget` picks (module docstring)
 TOKEN_BUDGET_CEILING = 32768
 TOKEN_BUDGET_STEP = 4096
-
-
-def spec_from_config(cfg: dict, name: str = "config") -> ModelSpec:
-    """A ModelSpec from a Hugging Face config.json's fields (missing num_key_value_heads = heads; missing
-    tie_word_embeddings = True, transformers' PretrainedConfig default; q/k/v biases: attention_bias, else True for
-    model_type qwen2)."""
-    need = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
-    missing = [k for k in need if k not in cfg]
-    if missing:
-        raise ValueError(f"{name}: config has no {', '.join(missing)} (a decoder-only causal LM config.json?)")
-    bias = cfg.get("attention_bias")
-    if bias is None:
-        bias = cfg.get("model_type") in ATTN_BIAS_MODEL_TYPES
-    return ModelSpec(name, hidden=cfg["hidden_size"], layers=cfg["num_hidden_layers"],
-                     heads=cfg["num_attention_heads"],
-                     kv_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
-                     intermediate=cfg["intermediate_size"], vocab=cfg["vocab_size"],
-                     tied=bool(cfg.get("tie_word_embeddings", True)), attention_bias=bool(bias),
-                     head_dim=cfg.get("head_dim"))
-
-
-def load_spec(model: str) -> ModelSpec:
-    """'1.5b' | '7b' | a config.json path | a model folder holding config.json."""
-    key = model.strip().lower()
-    if key in BUILTIN:
-        return BUILTIN[key]
-    path = os.path.join(model, "config.json") if os.path.isdir(model) else model
-    if not os.path.isfile(path):
-        raise ValueError(f"unknown model {model!r}: use 1.5b, 7b, a config.json path or a model folder holding one")
-    try:
-        with open(path) as f:
-            cfg = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"cannot read model config {path}: {e}") from e
-    if not isinstance(cfg, dict):
-        raise ValueError(f"{path}: not a JSON object")
-    return spec_from_config(cfg, name=os.path.basename(os.path.dirname(os.path.abspath(path))) or path)
 
 
 def train_micro(micro: int, mini_batch_steps: int, gpus: int) -> int:
@@ -765,24 +672,6 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--experience-entropy", action="store_true",
                     help="the experience forward computes the entropy too (EMPG)")
     return ap
-
-
-def resolve_spec(model: str) -> ModelSpec:
-    """:func:`load_spec`, and for a Hugging Face name its config.json in the local cache (no download), else the
-    built-in model of the size in its name (``Qwen/Qwen2.5-7B-Instruct``: 7b); ValueError when none applies."""
-    try:
-        return load_spec(model)
-    except ValueError as first:
-        from gaca_openrlhf.preflight import cached_config, model_params
-
-        path = cached_config(model)
-        if path:
-            return load_spec(path)
-        params, _ = model_params(model, lambda m: None)
-        for spec in BUILTIN.values():
-            if params and abs(spec.params - params) / params < 0.25:
-                return spec
-        raise ValueError(f"{first}; no cached config.json and no built-in model of its size") from None
 
 
 def print_vllm_share(ap: argparse.ArgumentParser, a, gpu_mem: float) -> int:

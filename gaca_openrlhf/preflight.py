@@ -44,12 +44,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import sys
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence, Tuple
+
+from gaca_openrlhf.model_spec import BUILTIN, cached_config, load_spec, model_params  # noqa: F401 - re-exported
 
 GIB = float(2 ** 30)
 DS_CKPT_BYTES_PER_PARAM = 16   # ZeRO-3 checkpoint: bf16 weights 2 + fp32 master 4 + Adam m 4 + v 4 (+ slack)
@@ -136,41 +137,7 @@ def fetch_health(url: str, timeout: float = 5.0) -> dict:
         return json.load(r)
 
 
-def cached_config(model: str) -> Optional[str]:
-    """config.json of a Hugging Face model name in the local HF cache (no download), else None."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        path = try_to_load_from_cache(model, "config.json")
-    except Exception:  # noqa: BLE001 - not a repo id, no huggingface_hub: no cached config
-        return None
-    return path if isinstance(path, str) and os.path.isfile(path) else None
-
-
 # ---- the checks ----
-
-_SIZE_IN_NAME = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)([bm])(?![a-z])", re.IGNORECASE)
-
-
-def model_params(model: str, config_lookup: Callable[[str], Optional[str]] = cached_config
-                 ) -> Tuple[Optional[int], str]:
-    """(parameter count, where it came from) of a local model folder / config.json, a Hugging Face name whose
-    config.json is cached, or a name with its size in it (``Qwen2.5-7B-Instruct``: 7e9); (None, why) otherwise."""
-    from gaca_openrlhf.memory_plan import load_spec
-
-    path = model if os.path.exists(model) else config_lookup(model)
-    why = f"no local folder and no cached config.json for {model!r}"
-    if path:
-        try:
-            return load_spec(path).params, f"config.json of {model}"
-        except ValueError as e:
-            why = str(e)
-    sizes = _SIZE_IN_NAME.findall(os.path.basename(model.rstrip("/")))
-    if sizes:
-        num, unit = sizes[-1]
-        return int(float(num) * (1e9 if unit.lower() == "b" else 1e6)), f"the size in the name {model!r}"
-    return None, why
-
 
 def checkpoint_bytes(params: int, max_num: int, save_hf: bool = True, hf_kept: int = 0) -> int:
     """Disk taken at the peak by ``max_num`` DeepSpeed checkpoints, ``max_num + 1`` HF copies, the final model and
@@ -296,7 +263,7 @@ def node_options(args, config_lookup: Callable[[str], Optional[str]] = cached_co
     if args.host_ram:
         if not args.model:
             raise SystemExit("error: preflight: --host-ram needs --model (its parameter count)")
-        from gaca_openrlhf.memory_plan import BUILTIN, host_bytes_per_node, load_spec
+        from gaca_openrlhf.memory_plan import host_bytes_per_node
 
         path = args.model if os.path.exists(args.model) else config_lookup(args.model)
         spec = load_spec(path) if path else None
