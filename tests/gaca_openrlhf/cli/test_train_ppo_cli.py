@@ -119,3 +119,12 @@ def test_packing_and_token_budget_accepted_with_step_samples():
     with pytest.raises(SystemExit, match="ring_attn_size"):
         parse_args(_step("--ds.packing_samples", "--ds.ring_attn_size", "2", "--actor.num_gpus_per_node", "2",
                          "--run.mini_batch_steps", "4"))
+
+
+def test_dynamic_filtering_with_step_samples_keeps_its_meaning_or_refuses():
+    """--algo.dynamic_filtering_enable drops task groups without outcome contrast (trainer/samples.py); OpenRLHF's
+    mean-score range has no meaning there, so a non-default range is refused instead of silently ignored."""
+    args = parse_args(_step("--algo.dynamic_filtering_enable"))
+    assert args.algo.dynamic_filtering_enable
+    with pytest.raises(SystemExit, match="dynamic_filtering_range is not used with step samples"):
+        parse_args(_step("--algo.dynamic_filtering_enable", "--algo.dynamic_filtering_range", "0.1", "0.9"))
