@@ -40,8 +40,11 @@ class Option:
 
 def game_id(task: str) -> str:
     """A validation game's identity independent of where its data folder lives (``GACA_CACHE`` differs between
-    machines): its task folder and trial, the last two parts of the path."""
-    return "/".join(str(task).rstrip("/").split("/")[-2:])
+    machines): its task folder and trial, the last two parts of the path (the same identity evaluation seeds are
+    derived from: :func:`gaca_openrlhf.seeding.game_identity`)."""
+    from gaca_openrlhf.seeding import game_identity
+
+    return game_identity(task)
 
 
 def _val_episodes(rec_dir: Path, method: str, seed: int) -> list[dict]:
