@@ -125,6 +125,16 @@ def plain_config(env: str = DEFAULT_ENV) -> QuickstartConfig:
     return hooks.configure(cfg, set(), False) if hooks is not None else cfg
 
 
+#: settings added after records were committed, with the value every record without them ran with (a record's
+#: config lacking one of these ran at this value: the records' comparisons read it so, bench/records.py, choice.py)
+IMPLICIT_BEFORE = {"rl_lr_scheduler": "cosine_with_min_lr", "rl_min_lr_ratio": 0.1}
+
+
+def recorded_setting(cfg: dict, name: str):
+    """``name`` of a record's config, or the value it implicitly had (:data:`IMPLICIT_BEFORE`) where it is absent."""
+    return cfg.get(name, IMPLICIT_BEFORE.get(name))
+
+
 COMPARE_SEEDS = (0, 1, 2, 3, 4)  # issue 24: at least 5 training seeds per method
 #: the validation panel's generator seed is this plus --data-seed (train and test panels use --data-seed)
 VALIDATION_SEED_OFFSET = 500
