@@ -40,8 +40,11 @@ class Option:
 
 def game_id(task: str) -> str:
     """A validation game's identity independent of where its data folder lives (``GACA_CACHE`` differs between
-    machines): its task folder and trial, the last two parts of the path."""
-    return "/".join(str(task).rstrip("/").split("/")[-2:])
+    machines): its task folder and trial, the last two parts of the path (the same identity evaluation seeds are
+    derived from: :func:`gaca_openrlhf.seeding.game_identity`)."""
+    from gaca_openrlhf.seeding import game_identity
+
+    return game_identity(task)
 
 
 def _val_episodes(rec_dir: Path, method: str, seed: int) -> list[dict]:
@@ -70,11 +73,13 @@ def check_comparable(configs: dict[str, dict], key: str) -> None:
         raise ValueError(f"record(s) {[n for n, v in zip(names, values) if v is None]} have no setting {key!r}")
     if len(set(map(repr, values))) != len(values):
         raise ValueError(f"two records share the same {key}: {dict(zip(names, values))}")
+    from gaca_openrlhf.bench.quickstart.config import recorded_setting
+
     first = configs[names[0]]
     for n in names[1:]:
         other = configs[n]
         diff = sorted(k for k in set(first) | set(other)
-                      if k not in NEUTRAL and k != key and first.get(k) != other.get(k))
+                      if k not in NEUTRAL and k != key and recorded_setting(first, k) != recorded_setting(other, k))
         if diff:
             raise ValueError(f"records {names[0]} and {n} differ in {diff} besides {key}: not a choice of {key}")
 

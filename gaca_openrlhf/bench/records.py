@@ -287,10 +287,11 @@ def plain_command_differs(cfg: dict) -> list[str]:
     than which methods and training seeds ran; [] when its runs of the plain command's method are plain runs."""
     from dataclasses import asdict
 
-    from gaca_openrlhf.bench.quickstart.config import plain_config
+    from gaca_openrlhf.bench.quickstart.config import plain_config, recorded_setting
 
     plain = json.loads(json.dumps(asdict(plain_config(cfg["env"]) if cfg.get("env") else plain_config())))
-    return sorted(k for k, v in plain.items() if k not in ("methods", "rl_seeds") and cfg.get(k) != v)
+    return sorted(k for k, v in plain.items()
+                  if k not in ("methods", "rl_seeds") and recorded_setting(cfg, k) != v)
 
 
 def target_lines(cfg: dict, mats_by_panel: dict) -> list[str]:

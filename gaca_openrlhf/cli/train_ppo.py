@@ -167,6 +167,10 @@ def check_step_args(args, shape: RunShape) -> None:
         raise SystemExit(f"{args.algo.advantage.estimator!r} normalizes within the n rollouts of a task: "
                          "--rollout.n_samples_per_prompt must be >= 2 (with 1, every episode advantage is 0 and "
                          "training is silently unbaselined)")
+    if args.algo.dynamic_filtering_enable and tuple(args.algo.dynamic_filtering_range) != (0.0, 1.0):
+        raise SystemExit("--algo.dynamic_filtering_range is not used with step samples: --algo.dynamic_filtering_enable "
+                         "drops the task groups whose episode scores do not vary (gaca_openrlhf/trainer/samples.py:"
+                         f"filter_uniform_groups); leave the range at its default (got {args.algo.dynamic_filtering_range})")
     dp, micro = shape.dp_size, shape.micro_batch_size
     mini = shape.mini_batch_steps
     if mini < 0 or args.run.updates_per_iteration < 0:

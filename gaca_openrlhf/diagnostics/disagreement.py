@@ -27,7 +27,7 @@ from typing import Callable, Optional, Sequence
 
 from agents.parsing import judge_response
 from agents.registry import prompt_template
-from gaca_openrlhf.eval.runner import GenRequest, GenResult, RunConfig, derive_seed, run_episodes
+from gaca_openrlhf.eval.runner import GenRequest, GenResult, RunConfig, derive_seed, eval_episode_seed, run_episodes
 
 
 # ----------------------------------------------------------------------------------------------- statistics
@@ -134,7 +134,7 @@ def run_disagreement(tasks: Sequence[str], cfg: RunConfig, generator, encode: Ca
                                     desc="diagnostics")
     steps_out, pairs, states = [], [], []
     for ep in episodes:
-        ep_seed = derive_seed(cfg.seed, ep["task"], ep["episode"])
+        ep_seed = eval_episode_seed(cfg.seed, ep["task"], ep["episode"])  # as run_episodes seeded it
         recorded = [rec.by_seed.get(derive_seed(ep_seed, t)) for t in range(ep["steps"])]
         if any(r is None for r in recorded):  # a failed step: keep what ran
             recorded = recorded[: recorded.index(None)]

@@ -34,7 +34,7 @@ from agents.base import is_listed, step_env, takes_validity
 from agents.parsing import judge_response
 from agents.prompts import StepMemory, encode_step_prompt, fit_prompt, render_step_prompt
 from agents.registry import make_env, prompt_template
-from gaca_openrlhf.seeding import derive_seed  # noqa: F401  (re-exported: callers import it from here)
+from gaca_openrlhf.seeding import derive_seed, eval_episode_seed  # noqa: F401  (re-exported: callers import them here)
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def run_episodes(tasks: Sequence[str], cfg: RunConfig, generator: Generator, enc
     template = prompt_template(cfg.env)
     task_types = task_types or {}
     specs = [(ti, str(task), k) for ti, task in enumerate(tasks) for k in range(cfg.episodes_per_task)]
-    pending = deque(_Episode(index=i, task=task, task_index=ti, episode=k, seed=derive_seed(cfg.seed, task, k))
+    pending = deque(_Episode(index=i, task=task, task_index=ti, episode=k, seed=eval_episode_seed(cfg.seed, task, k))
                     for i, (ti, task, k) in enumerate(specs))
     records: list[dict | None] = [None] * len(specs)
     slots = [_Slot() for _ in range(min(cfg.num_envs, max(1, len(specs))))]

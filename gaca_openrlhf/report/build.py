@@ -40,7 +40,16 @@ def line_plots() -> dict:
         "score.png": (score_title(), [("rollout/score", "score")]),
         "lambda.png": ("GACA gate", [("adv/lambda_mean", "mean lambda"),
                                      ("adv/lambda_saturated_frac", "share lambda = 1")]),
-        "valid_action_ratio.png": ("Valid-action ratio", [("rollout/valid_action_ratio", "valid-action ratio")]),
+        "valid_action_ratio.png": ("Valid-action ratio", [("rollout/valid_action_ratio", "valid-action ratio"),
+                                                          ("rollout/off_list_frac", "off-list action share")]),
+        # is the run learning? (issue 35): what the updates can learn from, and how large they are
+        "learning_signal.png": ("Learning signal", [
+            ("policy/entropy", "policy entropy (nats/token)"),
+            ("rollout/mixed_outcome_group_frac", "groups with mixed outcomes"),
+            ("adv/nonzero_frac", "step samples with A != 0")]),
+        "updates.png": ("Optimizer updates", [("train/grad_norm_mean", "grad norm, mean over updates"),
+                                              ("train/grad_norm_max", "grad norm, max over updates"),
+                                              ("actor_lr", "learning rate")]),
         "episode_length.png": ("Episode length", [("rollout/num_steps", "steps per episode")]),
         "timings.png": ("Time per iteration", [("timing/generation", "generation (s)"),
                                                ("timing/environment", "environment (s)"),

@@ -35,7 +35,8 @@ from gaca_openrlhf.seeding import derive_seed
 logger = logging.getLogger(__name__)
 
 
-def _step_record(prompt_ids, response_ids, logprobs, reward, valid, anchor, t, truncated, anchor_text=None):
+def _step_record(prompt_ids, response_ids, logprobs, reward, valid, anchor, t, truncated, anchor_text=None,
+                 listed=None):
     return dict(
         prompt_ids=prompt_ids,
         response_ids=response_ids,
@@ -46,6 +47,7 @@ def _step_record(prompt_ids, response_ids, logprobs, reward, valid, anchor, t, t
         anchor_text=anchor_text,  # for --gaca.similarity_grouping (gaca_openrlhf.trainer.anchor_text)
         step_index=int(t),
         truncated=bool(truncated),
+        listed=None if listed is None else bool(listed),  # action on the admissible list (None: the env gave none)
     )
 
 
@@ -115,8 +117,10 @@ class AgentExecutor(AgentExecutorBase):
             # verl-agent's projection (+ truncated/empty = invalid); the projected action is what runs and is kept
             parsed = judge_response(gen.text, gen.finish_reason, len(response_ids), self.template.tail_chars)
             valid = parsed.valid
-            if cfg.validity == "admissible" and valid and obs.admissible_actions:
-                valid = is_listed(parsed.action, obs.admissible_actions)
+            # logged whatever the validity rule (the off-list share, issue 35); the "admissible" rule also penalises it
+            listed = is_listed(parsed.action, obs.admissible_actions) if obs.admissible_actions else None
+            if cfg.validity == "admissible" and valid and listed is not None:
+                valid = listed
 
             if self._kills_left and t == self.config.kill_worker_at_step and getattr(env, "_actor", None) is not None:
                 self._kills_left -= 1
@@ -131,7 +135,7 @@ class AgentExecutor(AgentExecutorBase):
                 break
             out["steps"].append(
                 _step_record(prompt_ids, response_ids, logprobs, nxt.reward, valid, hash_anchor(obs.anchor), t,
-                             truncated, obs.anchor)
+                             truncated, obs.anchor, listed)
             )
             memory.add(obs.observation, parsed.action)
             obs = nxt

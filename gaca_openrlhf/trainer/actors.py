@@ -175,12 +175,18 @@ class StepPolicyMixin:
         return strategy.accumulated_gradient
 
     def fit(self, kl_ctl: float = 0):
-        """OpenRLHF's fit with the LR held for the iteration; logs ``train/optimizer_steps``."""
+        """OpenRLHF's fit with the LR held for the iteration; logs ``train/optimizer_steps`` and the mean and max of
+        the global grad norm over the iteration's optimizer updates (:func:`grad_norm_stats`; OpenRLHF's own
+        ``actor_grad_norm`` is the last update's only)."""
         engine = self.actor.model
         steps_before = engine.global_steps
         trainer = self.trainer
         if not getattr(trainer.training_step, "__gaca_guard__", False):
             trainer.training_step = _guard_empty_micro_batches(trainer.training_step)
+        if not getattr(trainer.training_step, "__gaca_grad_norms__", False):
+            trainer.training_step = _record_update_grad_norms(trainer.training_step, engine,
+                                                              lambda v: self._update_grad_norms.append(v))
+        self._update_grad_norms = []
         if _dynamic_batches(getattr(self, "strategy", None)):  # token-budget micro-batches in the update windows
             args = self.strategy.args
             buffer = trainer.replay_buffer
@@ -193,6 +199,7 @@ class StepPolicyMixin:
         finally:
             engine.lr_scheduler = scheduler
         status["train/optimizer_steps"] = float(engine.global_steps - steps_before)
+        status.update(grad_norm_stats(self._update_grad_norms))
         return status
 
     def save_checkpoint(self, tag, client_states=None, metric_value=None, metric_key=None):
@@ -203,6 +210,31 @@ class StepPolicyMixin:
         if args.ckpt.save_hf and torch.distributed.get_rank() == 0:
             for path in rotate_hf_checkpoints(args.ckpt.path, args.ckpt.max_num):
                 self.strategy.print(f"[gaca] removed old HF checkpoint {path} (--ckpt.max_num {args.ckpt.max_num})")
+
+
+def grad_norm_stats(norms) -> dict:
+    """``train/grad_norm_mean`` / ``train/grad_norm_max`` over one iteration's optimizer updates (each DeepSpeed's
+    global pre-clipping norm, the same on every rank); NaN without an update."""
+    norms = [float(v) for v in norms]
+    if not norms:
+        return {"train/grad_norm_mean": float("nan"), "train/grad_norm_max": float("nan")}
+    return {"train/grad_norm_mean": sum(norms) / len(norms), "train/grad_norm_max": max(norms)}
+
+
+def _record_update_grad_norms(training_step, engine, sink):
+    """Wrap ``ActorPPOTrainer.training_step`` so that each call that stepped the optimizer (DeepSpeed's
+    ``global_steps`` moved: the end of a gradient-accumulation window) hands its ``actor_grad_norm`` to ``sink``.
+    OpenRLHF reports that norm on every micro-step, stale between updates, and keeps only the last update's."""
+    def step(*args, **kwargs):
+        before = engine.global_steps
+        status = training_step(*args, **kwargs)
+        if engine.global_steps != before and "actor_grad_norm" in status["metrics"]:
+            sink(float(status["metrics"]["actor_grad_norm"]))
+        return status
+
+    step.__gaca_grad_norms__ = True
+    step.__gaca_guard__ = getattr(training_step, "__gaca_guard__", False)
+    return step
 
 
 #: token weight reported for a micro-batch of padding copies only (keeps ppo_train's token-weighted means defined)

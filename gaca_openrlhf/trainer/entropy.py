@@ -7,9 +7,10 @@ can return the per-token entropy of the same (temperature-scaled) logits in that
 
 - :func:`policy_forward_with_entropy` is an actor-side method (``PolicyModelActor.forward`` plus the entropy): it
   returns ``(action_log_probs, mean response entropy per row)``.
-- :class:`EntropyExperienceMixin` makes the experience maker call it instead of ``forward`` on the actor group when
-  the configured estimator needs the entropy (``EstimatorSpec.needs_entropy``), keeps the log-probs flowing as
-  before and stores the entropy per sample in ``Experience.info["gaca/entropy"]``; other estimators pay nothing.
+- :class:`EntropyExperienceMixin` makes the experience maker call it instead of ``forward`` on the actor group for
+  every step estimator (EMPG reads it; for all of them the trainer logs the policy entropy, ``policy/entropy``),
+  keeps the log-probs flowing as before and stores the entropy per sample in ``Experience.info["gaca/entropy"]``;
+  OpenRLHF's own estimators pay nothing.
 """
 from __future__ import annotations
 
@@ -52,13 +53,13 @@ class EntropyExperienceMixin:
     """For a ``RemoteExperienceMaker`` subclass with an ``adv_config``: entropy from the actor's experience forward."""
 
     def wants_entropy(self) -> bool:
-        from gaca_openrlhf.advantages import get_estimator
+        """True for the project's step estimators: EMPG needs the entropy, and every step run logs it as the policy
+        entropy of the iteration (issue 35: learning must be observable); the extra cost is the entropy of logits
+        the experience forward computes anyway. False for OpenRLHF's own estimators and without a config."""
+        from gaca_openrlhf.advantages import is_step_estimator
 
         cfg = getattr(self, "adv_config", None)
-        try:
-            return cfg is not None and get_estimator(cfg.estimator).needs_entropy
-        except ValueError:  # one of OpenRLHF's own estimators
-            return False
+        return cfg is not None and is_step_estimator(cfg.estimator)
 
     def _dispatch_forward(self, group, sync_condition, **kwargs):
         if group is not self.actor_model_group or not self.wants_entropy():

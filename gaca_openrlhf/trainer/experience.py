@@ -22,6 +22,7 @@ from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.utils.logging_utils import init_logger
 
 from gaca_openrlhf.advantages import AdvantageConfig, StepBatch, compute_advantages, is_step_estimator, summary_metrics
+from gaca_openrlhf.advantages.signals import nonzero_share, nonzero_share_by_estimator, token_weighted_mean
 
 from .minibatch import balanced_sizes, token_budget_micro_batches
 from . import anchor_text
@@ -133,6 +134,7 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
         result = compute_advantages(batch, self.adv_config, anchor_text=texts)
         per_row = result.advantage.float()[row_pos]
         adv_seconds = time.time() - t0
+        signal = self.learning_signal(experiences, batch, result.advantage, texts)
 
         start = 0
         for exp in experiences:
@@ -158,6 +160,7 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
             stats.setdefault("adv/lambda_mean", float("nan"))
             stats.setdefault("adv/lambda_saturated_frac", float("nan"))
         self.last_stats.update(stats)
+        self.last_stats.update(signal)
         if self.dump_dir:
             os.makedirs(self.dump_dir, exist_ok=True)
             prompts = [p for e in experiences for p in e.prompts]
@@ -166,6 +169,29 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
                         "row_token_advantage": [e.advantages for e in experiences]},
                        os.path.join(self.dump_dir, f"adv_iter_{self.iteration:04d}.pt"))
         return experiences
+
+    def learning_signal(self, experiences: List[Experience], batch: StepBatch, advantage: torch.Tensor,
+                        texts=None) -> dict:
+        """Whether this iteration can teach the policy anything (issue 35), over the real samples (no padding copies):
+
+        - ``policy/entropy``: mean per response token of pi_old's full-distribution entropy (the temperature-scaled
+          logits that sampled the rollouts), from the experience forward (:mod:`.entropy`), not from the training
+          forward (OpenRLHF returns that one only with an entropy bonus configured);
+        - ``adv/nonzero_frac``: share of step samples whose advantage is non-zero (the others give no gradient);
+        - ``adv/nonzero_frac/<estimator>``: the same for every registered estimator on this batch (each a pure
+          vectorised function: milliseconds), so runs of one method show what another would have trained on.
+
+        Called before the padding copies' action masks are zeroed (their token counts are read here, then dropped).
+        """
+        out = {"adv/nonzero_frac": nonzero_share(advantage)}
+        if ENTROPY_KEY in experiences[0].info:
+            orig = torch.cat([e.info["gaca/dup_of"].reshape(-1) for e in experiences]) < 0
+            tokens = torch.cat([e.action_mask.sum(-1).reshape(-1) for e in experiences])
+            entropy = torch.cat([e.info[ENTROPY_KEY].reshape(-1) for e in experiences])
+            out["policy/entropy"] = token_weighted_mean(entropy[orig], tokens[orig])
+        shares = nonzero_share_by_estimator(batch, self.adv_config, anchor_text=texts)
+        out.update({f"adv/nonzero_frac/{name}": share for name, share in shares.items()})
+        return out
 
     def finite_stats(self, experiences: List[Experience]) -> dict:
         """Counts of non-finite policy / reference log-probs over *all* positions of the experience pass.

@@ -11,6 +11,9 @@ REQUIRED_KEYS = (
     "adv/lambda_mean", "adv/lambda_saturated_frac", "adv/step_group_size_mean", "adv/singleton_frac", "adv/seconds",
     "policy_loss", "sync/logprob_gap", "timing/generation", "timing/environment", "timing/experience",
     "timing/training", "timing/sync",
+    # is the run learning? (issue 35; docs/design.md §4 "Learning signals")
+    "policy/entropy", "rollout/mixed_outcome_group_frac", "adv/nonzero_frac", "train/grad_norm_mean",
+    "train/grad_norm_max", "actor_lr", "rollout/off_list_frac",
 )
 
 

@@ -10,6 +10,7 @@ with ``ray.remote`` (:data:`GacaPPOTrainerActor`). Changes against the base:
   policy ranks as one :class:`~.minibatch.MiniBatchPlan`; logged as ``train/optimizer_steps`` (counted by
   DeepSpeed) next to ``train/updates_planned``;
 - the LR schedule counts iterations (:func:`lr_schedule_iterations`; constant LR within an iteration, :mod:`.actors`);
+- every training episode's outcome in ``<metrics_dir>/episodes.jsonl`` (:mod:`.episode_log`);
 - metrics: ``<metrics_dir>/metrics.jsonl`` every iteration (:mod:`.metrics`), incl. ``sync/logprob_gap`` measured
   right after each weight sync (:meth:`GacaPPOTrainer.probe_logprob_gap`); a gap above ``--run.max_logprob_gap``
   stops training (:class:`WeightSyncError`: a broken weight sync), and so does a NaN/inf ``policy_loss`` or ``kl``
@@ -34,6 +35,7 @@ from gaca_openrlhf.advantages import AdvantageConfig
 from gaca_openrlhf.seeding import derive_seed
 
 from .experience import StepExperienceMaker
+from .episode_log import EpisodeLog
 from .metrics import MetricsWriter, build_record, phase_times
 from .progress import NoProgress, ProgressReporter, progress_key
 from .samples import StepSamplesGenerator
@@ -166,6 +168,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         # LR-schedule length in iterations (the base counts prompts x n / train batch in updates)
         self.max_steps = lr_schedule_iterations(args, len(self.prompts_dataloader))
         self.metrics = MetricsWriter(args.run.metrics_dir or args.ckpt.output_dir)
+        self.episode_log = EpisodeLog(args.run.metrics_dir or args.ckpt.output_dir)  # episodes.jsonl beside it
         self._probe = None  # (prompt ids) of a few step samples, for the post-sync log-prob gap
         self._last_gap: dict = {}
         self._windows: dict = {}  # this iteration's (start, end) wall-clock times of training and sync
@@ -275,6 +278,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         total_consumed_prompts = checkpoint_states["total_consumed_prompts"]
         self.progress.mark("start", global_step)
         dropped = self.metrics.start(global_step)  # this run's records only (a resume keeps those it resumes from)
+        self.episode_log.start(global_step)
         if dropped:
             logger.warning(f"[gaca] {len(dropped)} metrics record(s) after iteration {global_step} (an earlier or "
                            f"interrupted run) moved to {self.metrics.path}.dropped-*")
@@ -297,11 +301,15 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
                 rollout_seconds = time.time() - t0
                 total_consumed_prompts += prompts_consumed
                 if not rollout_samples:
-                    if self.samples_generator.last_stats:  # a round ran but every episode failed: no update
-                        logger.warning(f"[gaca] every episode of the rollout round after iteration {global_step} "
-                                       "failed: no update (recorded with rollout/skipped = 1)")
+                    if self.samples_generator.last_stats:  # a round ran but left no samples: no update
+                        why = ("every task group had uniform outcomes (--algo.dynamic_filtering_enable dropped them)"
+                               if self.samples_generator.last_stats.get("rollout/filtered_groups") else
+                               "every episode failed")
+                        logger.warning(f"[gaca] rollout round after iteration {global_step}: {why}: no update "
+                                       "(recorded with rollout/skipped = 1)")
                         self.metrics.write(skipped_round_record(global_step, self.samples_generator.last_stats,
                                                                 rollout_seconds))
+                        self.episode_log.write(global_step + 1, self.samples_generator.last_episodes)
                     if is_exhausted:
                         break
                     continue
@@ -319,6 +327,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
                 # metrics.jsonl also gets the phases' wall-clock windows (smoke_check.py's per-phase memory peaks)
                 self.metrics.write(build_record(global_step, {**log_status, **phase_times(
                     t0, t0 + rollout_seconds, self._windows.get("training"), self._windows.get("sync"))}))
+                self.episode_log.write(global_step, self.samples_generator.last_episodes)
                 check_finite(log_status)  # after logging it: a NaN loss/KL stops here, not in a later iteration
                 check_sync_gap(log_status, args.run.max_logprob_gap)
                 self.progress.mark("checkpoint", global_step)

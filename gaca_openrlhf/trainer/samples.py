@@ -27,6 +27,7 @@ from openrlhf.trainer.ray.vllm_engine import batch_vllm_engine_call
 from openrlhf.utils.logging_utils import init_logger
 
 from agents.registry import spec as env_spec
+from gaca_openrlhf.advantages.signals import group_has_contrast, mixed_group_share
 
 from . import anchor_text
 
@@ -110,9 +111,17 @@ def pad_to_multiple(samples: List[Experience], multiple: int, seed: int) -> List
 
 
 def episode_stats(episodes: List[dict]) -> dict:
-    """Per-iteration rollout metrics over the successful (non-failed) episodes."""
+    """Per-iteration rollout metrics over the successful (non-failed) episodes.
+
+    Besides success, score and length: ``rollout/off_list_frac``, the share of steps whose action is not on the
+    environment's admissible list (steps where it gave one; NaN if none did), and, when the episodes carry their
+    ``group_id`` (the generator sets it), ``rollout/mixed_outcome_group_frac``: the share of task groups whose
+    episode scores are not all equal (:func:`~gaca_openrlhf.advantages.signals.mixed_group_share`), i.e. the groups
+    whose episode advantage A^E can be non-zero without per-step penalties.
+    """
     ok = [e for e in episodes if not e["failed"]]
     steps = [s for e in ok for s in e["steps"]]
+    listed = [s["listed"] for s in steps if s.get("listed") is not None]
     stats = {
         "rollout/num_episodes": float(len(ok)),
         "rollout/failed_episodes": float(len(episodes) - len(ok)),
@@ -122,7 +131,11 @@ def episode_stats(episodes: List[dict]) -> dict:
         "rollout/num_steps": len(steps) / max(len(ok), 1),
         "rollout/valid_action_ratio": sum(s["valid"] for s in steps) / max(len(steps), 1),
         "rollout/episode_reward": sum(sum(s["reward"] for s in e["steps"]) for e in ok) / max(len(ok), 1),
+        "rollout/off_list_frac": (len(listed) - sum(listed)) / len(listed) if listed else float("nan"),
     }
+    if ok and all("group_id" in e for e in ok):
+        stats["rollout/mixed_outcome_group_frac"] = mixed_group_share(
+            torch.tensor([e["group_id"] for e in ok]), torch.tensor([e["score"] for e in ok], dtype=torch.float64))
     by_type = defaultdict(list)
     for e in ok:
         if e.get("task_type"):
@@ -130,6 +143,26 @@ def episode_stats(episodes: List[dict]) -> dict:
     for task_type, won in sorted(by_type.items()):
         stats[f"rollout/success_rate/{task_type}"] = sum(won) / len(won)
     return stats
+
+
+def filter_uniform_groups(episodes: List[dict]) -> dict:
+    """``--algo.dynamic_filtering_enable`` with step samples: mark (``ep["filtered"] = True``) every episode of a task
+    group whose non-failed episodes' scores do not vary, so that none of its steps becomes a sample; returns the
+    iteration's ``rollout/filtered_groups`` and ``rollout/filter_pass_rate`` (share of groups kept).
+
+    Unlike OpenRLHF's filter (a group's mean score within ``--algo.dynamic_filtering_range``; the CLI refuses a
+    non-default range with step samples), a group is kept iff its outcomes differ, and a dropped group is not
+    replaced by a fresh task. Which estimators this changes is in docs/design.md §4 ("Dynamic filtering").
+    """
+    ok = [e for e in episodes if not e["failed"]]
+    if not ok:
+        return {"rollout/filtered_groups": 0.0, "rollout/filter_pass_rate": float("nan")}
+    groups, contrast = group_has_contrast(torch.tensor([e["group_id"] for e in ok]),
+                                          torch.tensor([e["score"] for e in ok], dtype=torch.float64))
+    dropped = set(groups[~contrast].tolist())
+    for ep in episodes:
+        ep["filtered"] = ep["group_id"] in dropped
+    return {"rollout/filtered_groups": float(len(dropped)), "rollout/filter_pass_rate": float(contrast.double().mean())}
 
 
 def env_failure_hint(args) -> str:
@@ -175,8 +208,8 @@ class StepSamplesGenerator(SamplesGenerator):
         if self.args.vllm.enable_sleep:
             batch_vllm_engine_call(self.vllm_engines, "wake_up")
         samples, prompts_consumed, exhausted = self._generate_vllm(
-            self._dataloader_iter, self.args.rollout.batch_size, False, **generate_kwargs
-        )
+            self._dataloader_iter, self.args.rollout.batch_size, self.args.algo.dynamic_filtering_enable,
+            **generate_kwargs)
         if self.args.vllm.enable_sleep:
             batch_vllm_engine_call(self.vllm_engines, "sleep")
         if exhausted:
@@ -206,13 +239,17 @@ class StepSamplesGenerator(SamplesGenerator):
             group_id = self._next_group_id
             self._next_group_id += 1
             for traj_id, ep in enumerate(episodes_of_task):
+                ep["group_id"], ep["traj_id"], ep["filtered"] = group_id, traj_id, False
                 episodes.append(ep)
                 if ep["failed"]:
                     logger.warning(f"[gaca] episode of task {ep['prompt']!r} failed, excluded: {ep['error']}")
-                    continue
-                samples.extend(step_experience(s, group_id, traj_id, ep) for s in ep["steps"])
 
-        stats = episode_stats(episodes)
+        stats = episode_stats(episodes)  # the policy's rollouts, filtered groups included
+        if dynamic_filtering:
+            stats.update(filter_uniform_groups(episodes))
+        for ep in episodes:
+            if not ep["failed"] and not ep["filtered"]:
+                samples.extend(step_experience(s, ep["group_id"], ep["traj_id"], ep) for s in ep["steps"])
         gen_s = sum(e["gen_seconds"] for e in episodes)
         env_s = sum(e["env_seconds"] for e in episodes)
         share = env_s / max(gen_s + env_s, 1e-9)

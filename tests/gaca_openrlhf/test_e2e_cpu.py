@@ -59,6 +59,30 @@ def check_metrics(recs, iterations=(1, 2)):
         assert r["policy_loss"] is not None and math.isfinite(r["policy_loss"])
         assert r["rollout/num_step_samples"] > r["rollout/num_episodes"]  # several steps per episode
         assert r["adv/finite"] == 1.0
+        check_learning_signals(r)
+
+
+def check_learning_signals(r):
+    """Issue 35: each record says whether the run can learn. Sane ranges only (their values are checked by hand in
+    the unit tests: test_signals.py, test_learning_signal.py, test_episode_signals.py, test_actors_edges.py)."""
+    assert 0.0 < r["policy/entropy"] < 20.0  # nats per token: a real full-vocabulary entropy, not 0 or NaN
+    for key in ("rollout/mixed_outcome_group_frac", "adv/nonzero_frac", "adv/nonzero_frac/grpo",
+                "adv/nonzero_frac/gigpo", "adv/nonzero_frac/gaca", "rollout/off_list_frac"):
+        assert 0.0 <= r[key] <= 1.0, (key, r[key])
+    assert 0.0 <= r["train/grad_norm_mean"] <= r["train/grad_norm_max"] and r["actor_lr"] > 0
+
+
+def check_episode_log(save: Path, recs):
+    """episodes.jsonl beside metrics.jsonl: one line per training episode, the same iterations, counts and
+    success as the records."""
+    lines = [json.loads(x) for x in (save / "episodes.jsonl").read_text().splitlines()]
+    for r in recs:
+        mine = [e for e in lines if e["iteration"] == r["iteration"]]
+        ok = [e for e in mine if not e["failed"]]
+        assert len(ok) == r["rollout/num_episodes"] and len(mine) - len(ok) == r["rollout/failed_episodes"]
+        assert sum(e["won"] for e in ok) / len(ok) == pytest.approx(r["rollout/success_rate"])
+        assert sum(e["length"] for e in ok) == r["rollout/num_step_samples"]
+        assert len({(e["group"], e["traj"]) for e in mine}) == len(mine)
 
 
 def check_advantages(save: Path):
@@ -115,6 +139,8 @@ def test_alfworld_tiny_example(alfworld_run):
     recs = records(save)
     check_metrics(recs)
     assert any(k.startswith("rollout/success_rate/") for k in recs[0])
+    check_episode_log(save, recs)
+    assert all(r["train/grad_norm_mean"] > 0 for r in recs)  # the entropy bonus (GRAD) always gives a gradient
     check_advantages(save)
     check_params_changed(save)
 

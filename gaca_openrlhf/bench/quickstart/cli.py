@@ -75,6 +75,7 @@ def config_from_args(args) -> QuickstartConfig:
     cfg = hooks(cfg).configure(cfg, set(over), args.smoke)  # the env's preset changes and checks (its options')
     if cfg.rl_temperature <= 0:
         raise SystemExit(f"--rl-temperature must be > 0 (got {cfg.rl_temperature}); RL samples its rollouts")
+    check_lr_schedule(cfg)
     if cfg.rl_kl_coef < 0 or cfg.rl_kl_estimator not in ("k1", "k2", "k3"):
         raise SystemExit(f"--rl-kl-coef must be >= 0 (got {cfg.rl_kl_coef}) and --rl-kl-estimator one of k1, k2, k3 "
                          f"(got {cfg.rl_kl_estimator!r})")
@@ -91,6 +92,22 @@ def config_from_args(args) -> QuickstartConfig:
     if bad:
         raise SystemExit(f"unknown method(s) {bad}")
     return cfg
+
+
+#: the schedules the quickstart offers: transformers schedulers that OpenRLHF's ``get_scheduler`` builds from the
+#: run's length alone (a LambdaLR the trainer positions once per iteration, trainer/actors.py:set_lr_position);
+#: reduce_lr_on_plateau, warmup_stable_decay and the like need more than that
+LR_SCHEDULERS = ("cosine_with_min_lr", "constant", "cosine", "linear")
+
+
+def check_lr_schedule(cfg: QuickstartConfig) -> None:
+    """``--rl-lr-scheduler`` must be one of :data:`LR_SCHEDULERS` and ``--rl-min-lr-ratio`` in [0, 1]: caught here,
+    not minutes later inside the RL subprocess."""
+    if cfg.rl_lr_scheduler not in LR_SCHEDULERS:
+        raise SystemExit(f"unknown --rl-lr-scheduler {cfg.rl_lr_scheduler!r}; expected one of "
+                         f"{', '.join(LR_SCHEDULERS)}")
+    if not 0.0 <= cfg.rl_min_lr_ratio <= 1.0:
+        raise SystemExit(f"--rl-min-lr-ratio must be in [0, 1] (got {cfg.rl_min_lr_ratio})")
 
 
 def run_order(cfg: QuickstartConfig) -> list[tuple[str, int]]:

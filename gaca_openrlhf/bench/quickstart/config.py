@@ -51,6 +51,11 @@ class CommonConfig:
     # measured from the 64-game warm start at temperature 1.0, 12 iterations of 8 x 4: +4.2 points held-out on seed 0
     # (3e-5: +0.0, 2e-4: +2.1)
     rl_lr: float = 1e-4
+    # LR schedule over the run's iterations (train_ppo --actor.lr_scheduler / --actor.min_lr_ratio; stepped once per
+    # iteration). OpenRLHF's defaults, kept until a schedule is chosen on the validation panel: cosine_with_min_lr
+    # decays to 0.1x (0.13x by iteration 8 of 8); "constant" holds rl_lr (issue 35). A transformers scheduler name.
+    rl_lr_scheduler: str = "cosine_with_min_lr"
+    rl_min_lr_ratio: float = 0.1  # the floor of the *_with_min_lr schedules, as a share of rl_lr; others ignore it
     rl_mini_batch_steps: int = 32
     # rollout sampling temperature in RL. verl-agent trains at 1.0 and evaluates at 0.4; here RL at 1.0 sharpened the
     # small model toward the mode a 0.4 evaluation already plays, and its loops grew (repeat ratio ~0.30 -> ~0.40).
@@ -118,6 +123,16 @@ def plain_config(env: str = DEFAULT_ENV) -> QuickstartConfig:
     cfg = replace(PRESETS["full"], env=env)
     hooks = spec(env).quickstart
     return hooks.configure(cfg, set(), False) if hooks is not None else cfg
+
+
+#: settings added after records were committed, with the value every record without them ran with (a record's
+#: config lacking one of these ran at this value: the records' comparisons read it so, bench/records.py, choice.py)
+IMPLICIT_BEFORE = {"rl_lr_scheduler": "cosine_with_min_lr", "rl_min_lr_ratio": 0.1}
+
+
+def recorded_setting(cfg: dict, name: str):
+    """``name`` of a record's config, or the value it implicitly had (:data:`IMPLICIT_BEFORE`) where it is absent."""
+    return cfg.get(name, IMPLICIT_BEFORE.get(name))
 
 
 COMPARE_SEEDS = (0, 1, 2, 3, 4)  # issue 24: at least 5 training seeds per method

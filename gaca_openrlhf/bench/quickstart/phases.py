@@ -131,7 +131,21 @@ def rl_command(cfg: QuickstartConfig, st: State, run_dir: Path, method: str, see
         cmd += ["--ckpt.save_steps", "-1"]
     if cfg.rl_kl_coef > 0:
         cmd += ["--algo.kl.use_loss", "--algo.kl.estimator", cfg.rl_kl_estimator]
-    return cmd + hooks(cfg).rl_env_args(cfg, st)  # --env.kwargs and the env's own training options
+    cmd += lr_schedule_args(cfg)
+    return cmd + hooks(cfg).rl_env_args(cfg, st)
+
+
+#: train_ppo's own (OpenRLHF's) LR-schedule defaults, which the quickstart's defaults equal
+TRAIN_PPO_LR_SCHEDULE = ("cosine_with_min_lr", 0.1)
+
+
+def lr_schedule_args(cfg: QuickstartConfig) -> list[str]:
+    """``--actor.lr_scheduler`` / ``--actor.min_lr_ratio`` for ``--rl-lr-scheduler`` / ``--rl-min-lr-ratio``, given
+    only where they differ from train_ppo's defaults: a run at the defaults keeps the command it had before these
+    options existed, so ``--resume`` still reuses it."""
+    if (cfg.rl_lr_scheduler, cfg.rl_min_lr_ratio) == TRAIN_PPO_LR_SCHEDULE:
+        return []
+    return ["--actor.lr_scheduler", cfg.rl_lr_scheduler, "--actor.min_lr_ratio", str(cfg.rl_min_lr_ratio)]  # --env.kwargs and the env's own training options
 
 
 def phase_rl(cfg: QuickstartConfig, st: State, out: Path, con: Console, method: str, seed: int, label: str) -> str:

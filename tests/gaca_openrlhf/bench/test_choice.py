@@ -144,3 +144,15 @@ def test_two_games_with_one_identity_are_refused(tmp_path):
     write_record(tmp_path, "b", 3e-4, {("gaca", 0): {"test": [1, 0, 0, 0], "val": [1, 1, 0, 0]}}, warm=WARM)
     with pytest.raises(ValueError, match="4 games but 3 game identities"):
         render_chosen(tmp_path, ["a", "b"], "rl_lr")
+
+
+def test_settings_added_later_read_as_their_implicit_value():
+    """A record committed before --rl-lr-scheduler existed ran OpenRLHF's default schedule: it compares equal to a
+    new record that states that default, and differs from one that chose another schedule. Catches a missing key
+    read as None (every old record would "differ" from every new one)."""
+    check_comparable({"a": {**BASE, "rl_lr": 1e-4},
+                      "b": {**BASE, "rl_lr": 3e-4, "rl_lr_scheduler": "cosine_with_min_lr", "rl_min_lr_ratio": 0.1}},
+                     "rl_lr")
+    with pytest.raises(ValueError, match=r"differ in \['rl_lr_scheduler'\]"):
+        check_comparable({"a": {**BASE, "rl_lr": 1e-4}, "b": {**BASE, "rl_lr": 3e-4, "rl_lr_scheduler": "constant"}},
+                         "rl_lr")

@@ -249,3 +249,39 @@ def test_eval_command_evaluates_the_validation_and_unseen_panels_with_the_test_p
     ws.server_url, ws.extra_panels = "http://x", {"val": "eval"}  # WebShop: upstream's eval split validates
     cmd = eval_command(cfg_of("--env", "webshop"), ws, "m", tmp_path / "ev", (0,))
     assert "--extra-panel=val=eval" in cmd and cmd[cmd.index("--panel") + 1] == "test"
+
+
+def test_lr_schedule_reaches_train_ppo_and_holds_the_lr(tmp_path):
+    """--rl-lr-scheduler / --rl-min-lr-ratio become train_ppo's --actor.lr_scheduler / --actor.min_lr_ratio (as the
+    real parser reads them), the defaults stay OpenRLHF's and leave the command as it was (so --resume reuses runs
+    recorded before these options), and bad values are refused up front. The schedule itself, built as OpenRLHF
+    builds it (transformers' get_scheduler) and positioned per iteration as the policy actor does: "constant" holds
+    the LR at iteration 7 of 8, the default has decayed it below 0.2x. Catches a flag not passed, passed under the
+    wrong name, the defaults changed, or a constant schedule that still decays."""
+    import torch
+    from transformers import get_scheduler
+
+    from gaca_openrlhf.trainer.actors import set_lr_position
+
+    default = train_ppo_args(cfg_of("--smoke"), tmp_path)
+    assert (default.actor.lr_scheduler, default.actor.min_lr_ratio) == ("cosine_with_min_lr", 0.1)
+    assert "--actor.lr_scheduler" not in rl_command(cfg_of("--smoke"), state_in(tmp_path), tmp_path / "run", "gaca", 0)
+    const = train_ppo_args(cfg_of("--smoke", "--rl-lr-scheduler", "constant"), tmp_path)
+    assert const.actor.lr_scheduler == "constant"
+    floor = train_ppo_args(cfg_of("--smoke", "--rl-min-lr-ratio", "0.5"), tmp_path)
+    assert (floor.actor.lr_scheduler, floor.actor.min_lr_ratio) == ("cosine_with_min_lr", 0.5)
+    with pytest.raises(SystemExit, match="--rl-lr-scheduler"):
+        cfg_of("--rl-lr-scheduler", "reduce_lr_on_plateau")
+    with pytest.raises(SystemExit, match="--rl-min-lr-ratio"):
+        cfg_of("--rl-min-lr-ratio", "1.5")
+
+    def lr_at(args, iteration, total=8):
+        opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1e-4)
+        kwargs = {"min_lr_rate": args.actor.min_lr_ratio} if "min_lr" in args.actor.lr_scheduler else {}
+        sched = get_scheduler(args.actor.lr_scheduler, opt, num_warmup_steps=0, num_training_steps=total,
+                              scheduler_specific_kwargs=kwargs)
+        set_lr_position(sched, iteration)
+        return sched.get_last_lr()[0]
+
+    assert lr_at(const, 7) == pytest.approx(1e-4)
+    assert lr_at(default, 7) < 0.2e-4

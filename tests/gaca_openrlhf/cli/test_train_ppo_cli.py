@@ -148,3 +148,12 @@ def test_packing_without_flash_attn_on_a_gpu_node_is_refused(monkeypatch):
     # unpacked on the GPU backend, and packed on the CPU backend / rehearsal: accepted
     assert not parse_args(_step("--run.backend", "gpu")).ds.packing_samples
     assert parse_args(_step(*packed, "--run.backend", "rehearsal")).ds.attn_implementation == "gaca_varlen_sdpa"
+
+
+def test_dynamic_filtering_with_step_samples_keeps_its_meaning_or_refuses():
+    """--algo.dynamic_filtering_enable drops task groups without outcome contrast (trainer/samples.py); OpenRLHF's
+    mean-score range has no meaning there, so a non-default range is refused instead of silently ignored."""
+    args = parse_args(_step("--algo.dynamic_filtering_enable"))
+    assert args.algo.dynamic_filtering_enable
+    with pytest.raises(SystemExit, match="dynamic_filtering_range is not used with step samples"):
+        parse_args(_step("--algo.dynamic_filtering_enable", "--algo.dynamic_filtering_range", "0.1", "0.9"))

@@ -86,7 +86,7 @@ def test_report_end_to_end(runs, tmp_path, capsys):
                  "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     expected_plots = {"success_rate.png", "score.png", "lambda.png", "valid_action_ratio.png", "episode_length.png",
-                      "timings.png", "success_by_task_type.png", "eval.png"}
+                      "timings.png", "success_by_task_type.png", "eval.png", "learning_signal.png", "updates.png"}
     assert set(summary["plots"]) == expected_plots
     for name in expected_plots:
         data = (out / name).read_bytes()
@@ -259,3 +259,24 @@ def test_reference_numbers_and_captions_come_from_the_environments():
     assert score_title() == "Training score (WebShop score; ALFWorld: success)"
     assert "(ALFWorld games generated offline from the alfworld wheel's assets, or the generated WebShop catalog)" \
         in generated_data_warning()
+
+
+def test_learning_signal_curves_are_drawn(tmp_path, monkeypatch):
+    """The per-iteration learning signals (issue 35) reach the plots with their values. Catches a key misspelt in
+    the plot list (its panel would say "no data") or a curve left out."""
+    from gaca_openrlhf.report import build
+
+    recs = [dict(_record(i, 0.1 * i, 0.75), **{"policy/entropy": 1.0 - 0.1 * i, "rollout/mixed_outcome_group_frac": 0.5,
+                                             "adv/nonzero_frac": 0.4, "train/grad_norm_mean": 2.0,
+                                             "train/grad_norm_max": 3.0, "actor_lr": 1e-4,
+                                             "rollout/off_list_frac": 0.3}) for i in (1, 2, 3)]
+    run = load_run("r", _write(tmp_path / "r", recs))
+    drawn = {}
+    monkeypatch.setattr(build, "_line_plot", lambda runs, path, title, panels, smooth: drawn.update(
+        {key: runs[0].series(key)[1] for key, _ in panels}))
+    (tmp_path / "out").mkdir()
+    build.make_plots([run], str(tmp_path / "out"))
+    assert drawn["policy/entropy"] == pytest.approx([0.9, 0.8, 0.7])
+    for key in ("rollout/mixed_outcome_group_frac", "adv/nonzero_frac", "train/grad_norm_mean",
+                "train/grad_norm_max", "actor_lr", "rollout/off_list_frac"):
+        assert all(math.isfinite(v) for v in drawn[key]), key

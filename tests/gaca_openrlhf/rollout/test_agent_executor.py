@@ -199,6 +199,8 @@ def test_admissible_validity_marks_off_list_actions_invalid_but_still_runs_them(
              "<think>x</think><action>go forward</action>"]
     fmt = run(AgentExecutor(RolloutConfig(name=toy_valid, max_steps=3)), FakeEngine(texts), task="0")
     assert [s["valid"] for s in fmt["steps"]] == [True, True, True]  # verl-agent: format only
+    # whatever the rule, each step records whether its action was listed (the off-list share, issue 35)
+    assert [s["listed"] for s in fmt["steps"]] == [False, True, True]
     adm = run(AgentExecutor(RolloutConfig(name=toy_valid, max_steps=3, validity="admissible")), FakeEngine(texts),
               task="0")
     assert [s["valid"] for s in adm["steps"]] == [False, True, True] and adm["won"]
@@ -228,3 +230,4 @@ def test_admissible_validity_judges_format_alone_where_nothing_is_listed(monkeyp
     out = run(AgentExecutor(RolloutConfig(name="toy_unlisted", max_steps=1, validity="admissible")),
               FakeEngine(["<think>x</think><action>go forward</action>"]), task="0")
     assert out["won"] and [s["valid"] for s in out["steps"]] == [True]  # not "off an empty list"
+    assert [s["listed"] for s in out["steps"]] == [None]  # unknown, not counted as off the list

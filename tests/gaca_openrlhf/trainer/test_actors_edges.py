@@ -41,13 +41,53 @@ def test_fit_holds_the_lr_for_the_iteration_and_counts_optimizer_steps():
     status = a.fit(0.1)
     assert a.seen == {"scheduler": None, "kl": 0.1}  # detached while training
     assert a.actor.model.lr_scheduler == "sched"  # and put back
-    assert status == {"policy_loss": 0.5, "train/optimizer_steps": 3.0}
+    assert {k: status[k] for k in ("policy_loss", "train/optimizer_steps")} == {"policy_loss": 0.5,
+                                                                                 "train/optimizer_steps": 3.0}
+    assert math.isnan(status["train/grad_norm_mean"]) and math.isnan(status["train/grad_norm_max"])  # no step ran
     step = a.trainer.training_step
     assert step.__gaca_guard__ is True
     a.fit()
     assert a.trainer.training_step is step  # wrapped once, not once per iteration
     assert a.seen["kl"] == 0  # default KL coefficient
     assert step("exp", 0.2, 7)["args"] == ("exp", 0.2, 7, None)  # the wrapped step still trains
+
+
+class MicroStepsBase:
+    """OpenRLHF's fit as far as grad norms go: one training_step call per micro-batch, the optimizer stepping on
+    every second call (gradient accumulation 2), each call reporting ``actor_grad_norm`` as DeepSpeed holds it."""
+
+    def fit(self, kl_ctl=0):
+        for i in range(len(self.reported)):
+            self.trainer.training_step("exp", kl_ctl, i)
+        return {}
+
+
+class MicroStepsActor(StepPolicyMixin, MicroStepsBase):
+    pass
+
+
+def _inner_step(actor):
+    def training_step(experience, kl_ctl, i, loss_batch_info=None):
+        if i % 2 == 1:  # the accumulation boundary
+            actor.actor.model.global_steps += 1
+        return {"metrics": {"actor_grad_norm": actor.reported[i]}, "weights": {"actor_grad_norm": None},
+                "num_action_tokens": 3}
+    return training_step
+
+
+def test_grad_norm_mean_and_max_over_the_iterations_updates_only():
+    """Catches: every micro-step's norm counted (the stale 10s between updates: mean 7, max 10), only the last
+    update's (OpenRLHF's actor_grad_norm: 8), or the list not reset between iterations (second mean 3.0)."""
+    a = MicroStepsActor()
+    a.actor = SimpleNamespace(model=SimpleNamespace(global_steps=0, lr_scheduler="sched"))
+    a.trainer = SimpleNamespace(training_step=_inner_step(a))
+    a.reported = [10.0, 1.0, 10.0, 3.0, 10.0, 8.0]  # updates after calls 1, 3, 5: norms 1, 3, 8
+    first = a.fit()
+    assert first["train/optimizer_steps"] == 3.0
+    assert (first["train/grad_norm_mean"], first["train/grad_norm_max"]) == (4.0, 8.0)
+    a.reported = [10.0, 2.0, 10.0, 2.0]
+    second = a.fit()
+    assert (second["train/grad_norm_mean"], second["train/grad_norm_max"]) == (2.0, 2.0)
 
 
 def test_fit_puts_the_scheduler_back_after_an_error():

@@ -96,7 +96,8 @@ class _Maker(EntropyExperienceMixin, _Base):
         self.actor_model_group = _Group("actor")
 
 
-def test_experience_mixin_routes_entropy_only_for_estimators_that_need_it():
+def test_experience_mixin_routes_entropy_for_step_estimators():
+    """Catches: the entropy requested only for EMPG (then no step run could log its policy entropy, issue 35)."""
     samples = [SimpleNamespace(info={}), SimpleNamespace(info={})]
     out = _Maker("empg").make_experience(samples)
     assert [s.info[ENTROPY_KEY].tolist() for s in out] == [[0.25], [1.5]]
@@ -105,8 +106,8 @@ def test_experience_mixin_routes_entropy_only_for_estimators_that_need_it():
     samples = [SimpleNamespace(info={}), SimpleNamespace(info={})]
     maker = _Maker("gaca")
     out = maker.make_experience(samples)
-    assert all(ENTROPY_KEY not in s.info for s in out)
-    assert "forward_with_entropy" not in maker.actor_model_group.methods
+    assert [s.info[ENTROPY_KEY].tolist() for s in out] == [[0.25], [1.5]]
+    assert "forward" not in maker.actor_model_group.methods
 
 
 def test_entropy_reaches_the_step_batch_through_real_experiences():

@@ -124,16 +124,17 @@ class _Maker(EntropyExperienceMixin, _Base):
 
 def test_wants_entropy_false_without_config_and_for_openrlhf_estimators():
     """Catches: ``getattr(self, "adv_config")`` without its default (AttributeError), and an unknown (OpenRLHF's own)
-    estimator name counted as needing the entropy."""
+    estimator name counted as a step estimator (which all get the entropy: the policy entropy is logged)."""
     assert _Maker().wants_entropy() is False
     assert _Maker(SimpleNamespace(estimator="reinforce_baseline")).wants_entropy() is False
     assert _Maker(AdvantageConfig(estimator="empg")).wants_entropy() is True
+    assert _Maker(AdvantageConfig(estimator="grpo")).wants_entropy() is True
 
 
 def test_dispatch_passes_its_arguments_through():
     """Catches: ``sync_condition`` or ``**kwargs`` dropped in the pass-through to OpenRLHF, or the forward kwargs
     (sequences, masks) not sent to the actors' ``forward_with_entropy``."""
-    maker = _Maker(AdvantageConfig(estimator="gaca"))
+    maker = _Maker(SimpleNamespace(estimator="reinforce_baseline"))  # OpenRLHF's own: no entropy
     other = _Group()
     assert maker._dispatch_forward(other, True, sequences="S") == "base-ref"
     assert maker._dispatch_forward(maker.actor_model_group, True, sequences="T") == "base-ref"

@@ -34,9 +34,10 @@ def _episode(prompt, n_steps, failed=False):
 class ScriptedGenerator(StepSamplesGenerator):
     """Episode k of task p has ``script[p][k]`` steps (None: the episode failed)."""
 
-    def __init__(self, script, n_prompts, batch_size, plan_fn=None, **kw):
+    def __init__(self, script, n_prompts, batch_size, plan_fn=None, dynamic_filtering=False, **kw):
         args = SimpleNamespace(vllm=SimpleNamespace(enable_sleep=False),
-                               rollout=SimpleNamespace(batch_size=batch_size))
+                               rollout=SimpleNamespace(batch_size=batch_size),
+                               algo=SimpleNamespace(dynamic_filtering_enable=dynamic_filtering))
         super().__init__(strategy=SimpleNamespace(args=args), prompts_dataloader=prompt_loader(n_prompts),
                          eval_dataloader=None, tokenizer=None, vllm_engines=[], plan_fn=plan_fn, **kw)
         self.script = script

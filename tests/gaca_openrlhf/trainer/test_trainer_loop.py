@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from gaca_openrlhf.trainer.episode_log import EpisodeLog
 from gaca_openrlhf.trainer.metrics import MetricsWriter
 from gaca_openrlhf.trainer.ppo_trainer import GacaPPOTrainer, WeightSyncError, check_sync_gap
 from test_step_grouping import ScriptedGenerator  # same folder (pytest's rootdir import mode)
@@ -26,6 +27,7 @@ class Loop(GacaPPOTrainer):
         self.generate_kwargs, self.wandb_logger, self.tensorboard_logger = {}, None, None
         self.best_eval_metric_key, self.best_eval_metric_value, self._latest_eval_metric_value = "", float("-inf"), None
         self.metrics = MetricsWriter(str(tmp_path))
+        self.episode_log = EpisodeLog(str(tmp_path))
         self.checkpoint, self.status = checkpoint, status or {"sync/logprob_gap": 0.001}
         self.trained, self.saved, self.syncs = [], [], 0
 
