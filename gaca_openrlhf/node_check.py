@@ -171,8 +171,8 @@ def check_server(report: NodeReport, url: str, run_token: Optional[str],
         health = fetch(url)
     except Exception as e:  # noqa: BLE001 - any failure to answer is the finding
         report.errors.append(f"{report.node}: {url}/health does not answer from this node: {e!r} (the server's "
-                             "address as the other nodes reach it: WEBSHOP_ADVERTISE_HOST, its bind address: "
-                             "WEBSHOP_HOST, a firewall)")
+                             "address as the other nodes reach it: the launch scripts' <ENV>_ADVERTISE_HOST, its "
+                             "bind address: <ENV>_HOST, a firewall)")
         return
     got = health.get("run_token") if isinstance(health, dict) else None
     if run_token and got != run_token:

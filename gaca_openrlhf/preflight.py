@@ -387,7 +387,7 @@ def _fraction(s: str) -> float:
 def _what_path(s: str) -> Tuple[str, str]:
     what, eq, path = s.partition("=")
     if not eq or not what or not path:
-        raise argparse.ArgumentTypeError(f"expected WHAT=PATH (e.g. ALFWORLD_DATA=/data/alfworld), got {s!r}")
+        raise argparse.ArgumentTypeError(f"expected WHAT=PATH (e.g. GAME_DATA=/data/games), got {s!r}")
     return what, path
 
 
@@ -423,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="check each node's available RAM against the memory plan's host share (needs --model)")
     ap.add_argument("--tp", type=int, default=1, help="VLLM_TP (the host RAM of vLLM's sleep backups)")
     ap.add_argument("--run-token", default=None,
-                    help="with --url: the server's /health must echo this token (WEBSHOP_RUN_TOKEN: this run's "
+                    help="with --url: the server's /health must echo this token (the launch scripts' <ENV>_RUN_TOKEN: this run's "
                          "server, not a leftover one on the port); checked from every node")
     return ap
 

@@ -201,7 +201,7 @@ def test_given_warm_start_is_checked_and_used(tmp_path):
 def test_sft_upsample_reaches_the_sft_command(tmp_path, monkeypatch):
     seen = []
 
-    def fake_run(cmd, log, env=None):  # records the SFT command instead of training (what is checked: its flags)
+    def fake_run(cmd, log, env=None, **kw):  # records the SFT command instead of training (what is checked: its flags)
         seen.append(cmd)
         raise PhaseError("stop")
 
