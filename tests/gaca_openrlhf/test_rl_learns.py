@@ -21,10 +21,12 @@ constant LR of 1e-3 the same run collapsed instead (iteration 3: grad norm 10.6,
 0; final P(go forward) 0.002), hence :data:`LR`. An earlier run of this recipe was killed at iteration 6 by Ray's
 memory monitor (other runs had taken the VM's memory).
 
-NOT YET DONE (issue 35): the by-hand checks that this test FAILS with the advantage's sign flipped, the policy
-loss's sign flipped, or the advantage-to-sample alignment broken (prepared as one-line changes: ``per_row =
--result.advantage...`` in ``trainer/experience.py``; OpenRLHF's ``actor_loss_fn`` negated in
-``StepPolicyMixin.fit``; ``per_row`` permuted across samples) were not run for lack of machine time.
+Broken on purpose (2026-12-04, each a one-line change in a clone of the tree, this test run as is; commands in
+docs/learning_notebook.md), the test FAILS every time: the advantage's sign flipped (``per_row =
+-result.advantage...`` in ``trainer/experience.py``): P(go forward) 0.394 -> 0.000, success 0 from iteration 2; the
+policy loss's sign flipped (OpenRLHF's ``actor_loss_fn`` negated in ``StepPolicyMixin.fit``): 0.394 -> 0.000; the
+advantages misaligned with the samples (``per_row`` permuted across the batch by a fixed random permutation):
+0.394 -> 0.500 (+0.106 < MARGIN), success 0.22-0.47 with no trend. The unbroken run: 0.394 -> 0.943.
 """
 from __future__ import annotations
 
