@@ -31,7 +31,8 @@ class OneTaskPerIteration(StepSamplesGenerator):
     """Iteration i plays task ``task-i``: 4 episodes, all failed when ``outcomes[i]`` is BAD, else all fine."""
 
     def __init__(self, outcomes, max_failed_iters):
-        args = SimpleNamespace(vllm=SimpleNamespace(enable_sleep=False), rollout=SimpleNamespace(batch_size=1))
+        args = SimpleNamespace(vllm=SimpleNamespace(enable_sleep=False), rollout=SimpleNamespace(batch_size=1),
+                               algo=SimpleNamespace(dynamic_filtering_enable=False))
         data = [{"prompt": f"task-{i}", "label": ""} for i in range(len(outcomes))]
         loader = StatefulDataLoader(data, batch_size=1, shuffle=False, collate_fn=_collate)
         super().__init__(strategy=SimpleNamespace(args=args), prompts_dataloader=loader, eval_dataloader=None,
