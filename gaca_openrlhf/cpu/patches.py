@@ -28,13 +28,20 @@ DeepSpeed-level (post-import hook on ``deepspeed.comm.torch``), a correctness fi
   its ``torch.empty`` buffer. Seen in the rehearsal as random garbage (often NaN) in a whole weight, e.g.
   ``layers.0.self_attn.v_proj.weight`` of the reference model on both ranks (rank 0's broadcast after loading), so
   ``kl`` was NaN, or the policy's experience forward was. Waiting at once costs nothing on CPU (no overlap to lose).
+- ``build_shm_op`` (the shared-memory comm op DeepSpeed JIT-compiles on CPU, 40-60 s) runs under an ``flock`` and
+  clears a stale build lock first. torch guards the build with a plain lock *file*: a build stopped mid-way (a test
+  timeout, Ctrl-C, the OOM killer) leaves it behind and every later DeepSpeed start-up on the machine waits on it
+  forever (seen: a whole CI run timed out this way). The kernel releases an ``flock`` when its holder dies, so
+  while we hold it no patched process is building, and a leftover lock file is stale.
 """
 from __future__ import annotations
 
+import fcntl
 import importlib.abc
 import importlib.util
 import os
 import sys
+import warnings
 
 _APPLIED = False
 
@@ -118,6 +125,39 @@ def _patch_deepspeed_comm(module) -> None:
         fn = cls.__dict__.get(name)
         if fn is not None and not getattr(fn, "__gaca_cpu__", False):
             setattr(cls, name, _completed(fn))
+    build = getattr(module, "build_shm_op", None)
+    if build is not None and not getattr(build, "__gaca_cpu__", False):
+        module.build_shm_op = _build_under_flock(build)  # TorchBackend.__init__ looks the name up at call time
+
+
+def shm_op_build_dir() -> str:
+    """The folder torch builds DeepSpeed's shm comm op in (``$TORCH_EXTENSIONS_DIR/deepspeed_shm_comm`` or torch's
+    default under ``~/.cache/torch_extensions``)."""
+    from torch.utils.cpp_extension import _get_build_directory
+
+    return _get_build_directory("deepspeed_shm_comm", verbose=False)
+
+
+def _build_under_flock(build_op, build_dir=None):
+    """``build_op`` wrapped: it runs holding ``<build_dir>.gaca.flock``, after removing a stale torch ``lock``."""
+    def build_shm_op_locked():
+        folder = build_dir or shm_op_build_dir()
+        os.makedirs(folder, exist_ok=True)
+        with open(folder.rstrip("/") + ".gaca.flock", "a") as guard:
+            fcntl.flock(guard, fcntl.LOCK_EX)  # blocks while another process builds; released if it dies
+            try:
+                stale = os.path.join(folder, "lock")
+                if os.path.exists(stale):
+                    warnings.warn(f"removing a stale torch extension build lock {stale} (left by a build that "
+                                  "was stopped); DeepSpeed would otherwise wait on it forever", stacklevel=2)
+                    os.remove(stale)
+                return build_op()
+            finally:
+                fcntl.flock(guard, fcntl.LOCK_UN)
+
+    build_shm_op_locked.__gaca_cpu__ = True
+    build_shm_op_locked.__wrapped__ = build_op
+    return build_shm_op_locked
 
 
 def _patch_dtype_names(module) -> None:

@@ -53,3 +53,48 @@ def test_weight_blob_roundtrip():
     back = unpack_weights(pack_weights(pairs))
     assert [n for n, _ in back] == ["a.weight", "b.bias"]
     assert all(torch.equal(x, y) for (_, x), (_, y) in zip(pairs, back))
+
+
+def test_shm_op_build_clears_a_stale_torch_lock(tmp_path):
+    """A torch build ``lock`` file left by a stopped build is removed before the build, so it cannot hang it."""
+    from gaca_openrlhf.cpu.patches import _build_under_flock
+
+    folder = tmp_path / "deepspeed_shm_comm"
+    folder.mkdir()
+    (folder / "lock").touch()
+    seen = []
+
+    def build():
+        seen.append((folder / "lock").exists())
+        return "op"
+
+    with pytest.warns(UserWarning, match="stale torch extension build lock"):
+        assert _build_under_flock(build, str(folder))() == "op"
+    assert seen == [False]
+
+
+def test_shm_op_build_waits_for_a_live_builder_and_not_for_a_dead_one(tmp_path):
+    """A second build waits while another process holds the flock, and goes on once that process is killed (the
+    kernel drops its lock: no stale state can survive a stopped build)."""
+    import threading
+    import time
+
+    from gaca_openrlhf.cpu.patches import _build_under_flock
+
+    folder = tmp_path / "deepspeed_shm_comm"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time\n"
+         f"f = open({str(folder) + '.gaca.flock'!r}, 'a'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+         "print('held', flush=True); time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        built = threading.Event()
+        worker = threading.Thread(target=_build_under_flock(built.set, str(folder)), daemon=True)
+        worker.start()
+        time.sleep(1.0)
+        assert not built.is_set()  # the live holder's build is not raced
+    finally:
+        holder.kill()
+        holder.wait()
+    worker.join(timeout=30)
+    assert built.is_set()

@@ -32,6 +32,8 @@ assert {"all_gather_into_tensor", "all_gather", "broadcast", "all_reduce", "redu
 assert all(getattr(dct.TorchBackend.__dict__[n], "__gaca_cpu__", False) for n in wrapped), wrapped
 # point-to-point ops stay asynchronous (making them blocking could deadlock a send/recv pair)
 assert not any(getattr(getattr(dct.TorchBackend, n, None), "__gaca_cpu__", False) for n in ("isend", "irecv"))
+# the shm op's JIT build (called by TorchBackend.__init__) runs under the flock that clears stale build locks
+assert getattr(dct.build_shm_op, "__gaca_cpu__", False) and dct.build_shm_op.__wrapped__.__name__ == "build_shm_op"
 print("ok")
 """
 
