@@ -42,6 +42,17 @@ class EnvStep:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+def oracle_progress(before: dict, after: dict) -> float:
+    """A step's oracle progress from the ``oracle_*`` info before and after it (docs/credit_audit.md):
+    ``oracle_distance`` (actions a full-knowledge agent still needs; ALFWorld, toy) gives before - after,
+    ``oracle_value`` (best reward still reachable; WebShop) gives after - before; NaN when either side lacks it."""
+    for key, sign in (("oracle_distance", 1.0), ("oracle_value", -1.0)):
+        b, a = before.get(key), after.get(key)
+        if b is not None and a is not None:
+            return sign * (float(b) - float(a))
+    return float("nan")
+
+
 @runtime_checkable
 class AgentEnv(Protocol):
     """One episode at a time of one environment instance."""

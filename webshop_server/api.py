@@ -1,6 +1,7 @@
 """The JSON API agents use (WebShop's text mode over HTTP), as a Flask blueprint.
 
-* ``GET /health`` -> ``{"status": "ok", "products": int, "goals": int, "generated": bool, "catalog": str}``
+* ``GET /health`` -> ``{"status": "ok", "products": int, "goals": int, "generated": bool, "catalog": str,
+  "goals_exposed": bool}``
   (+ ``"run_token": str`` when the server was started with ``--run-token``)
 * ``POST /api/reset`` ``{"split": "test"|"eval"|"train", "index": int}`` or ``{"goal_index": int}`` (neither: a
   goal drawn by weight) -> ``{"session_id", "goal_index", "instruction", "category", "observation",
@@ -101,7 +102,8 @@ def api_blueprint(state: ShopState) -> Blueprint:
     def health():
         # "generated": the catalog is a generated stand-in, not WebShop's data (published numbers not comparable)
         out = {"status": "ok", "products": len(shop.products), "goals": len(shop.goals),
-               "generated": shop.generated, "catalog": shop.catalog.source}
+               "generated": shop.generated, "catalog": shop.catalog.source,
+               "goals_exposed": bool(state.expose_goals)}  # /api/goal and /api/oracle answer
         if state.run_token:  # the launching run's token (--run-token): its own server, not a leftover on the port
             out["run_token"] = state.run_token
         return jsonify(out)

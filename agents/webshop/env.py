@@ -127,8 +127,10 @@ class WebShopEnv:
 
     def __init__(self, base_url: str = DEFAULT_URL, timeout: float = 30.0, retries: int = 3,
                  max_steps: int = MAX_STEPS, success_reward: float = SUCCESS_REWARD, backoff: float = 0.5,
-                 connect_wait: float = 60.0, oracle: bool = False):
-        self.oracle = bool(oracle)
+                 connect_wait: float = 60.0, oracle: bool | str = False):
+        if oracle not in (True, False, "auto"):
+            raise ValueError(f"WebShop env option oracle must be true, false or \"auto\", got {oracle!r}")
+        self.oracle = oracle  # "auto": on where the server exposes goals (decided at the first step, from /health)
         self.client = WebShopClient(base_url, timeout=timeout, retries=retries, backoff=backoff,
                                     connect_wait=connect_wait)
         self.max_steps = int(max_steps)
@@ -145,8 +147,13 @@ class WebShopEnv:
         self.failed_episodes: dict[str, int] = {}
 
     # ------------------------------------------------------------------------------------------- helpers
+    def _oracle_on(self) -> bool:
+        if self.oracle == "auto":
+            self.oracle = bool(self.client.health().get("goals_exposed", False))
+        return bool(self.oracle)
+
     def _to_step(self, data: dict[str, Any], reward: float, done: bool, info: dict[str, Any]) -> EnvStep:
-        if self.oracle:
+        if self._oracle_on():
             info["oracle_value"] = self.oracle_value()
         obs = format_obs(data["observation"], self.task)
         return EnvStep(observation=obs, anchor=obs, admissible_actions=format_avail_actions(data["available_actions"]),
@@ -189,7 +196,7 @@ class WebShopEnv:
             info = {"score": 0.0, "task_score": 0.0, "won": False, "steps": self.steps, "executed": False,
                     "is_action_valid": bool(valid), "goal_index": self.goal_index, "task_type": self.task_type,
                     "page": self._last.info.get("page"), "truncated": truncated}
-            if self.oracle:  # nothing was sent: the page, and its value, are unchanged
+            if self._oracle_on():  # nothing was sent: the page, and its value, are unchanged
                 info["oracle_value"] = self._last.info.get("oracle_value")
             step = EnvStep(self._last.observation, self._last.anchor, list(self._last.admissible_actions),
                            0.0, truncated, False, info)
@@ -250,7 +257,7 @@ def make_env(**config: Any) -> WebShopEnv:
     """Registry factory. Config: ``base_url`` (or ``url``, or ``host`` + ``port``; default ``$WEBSHOP_URL`` or
     http://127.0.0.1:3000), ``timeout``, ``retries``, ``backoff``, ``connect_wait`` (seconds to wait for a restarting server, 60),
     ``max_steps`` (15), ``success_reward`` (10), ``oracle`` (False; True adds ``info["oracle_value"]``, needs a server
-    started with ``--expose-goals``)."""
+    started with ``--expose-goals``; "auto": only where the server exposes goals)."""
     cfg = dict(config)
     url = cfg.pop("base_url", None) or cfg.pop("url", None)
     host, port = cfg.pop("host", None), cfg.pop("port", None)

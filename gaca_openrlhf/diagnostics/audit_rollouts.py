@@ -7,7 +7,7 @@ then turns the episodes into the trainer's step samples (:func:`rollout_batch`: 
 episode, anchor = the hashed anchor text, reward and validity as recorded, NLL from the sampled tokens' log-probs)
 and runs :func:`.credit_audit.credit_audit` on them. :func:`markdown` and :func:`plot` render the result.
 
-Oracle progress of a step (:func:`progress_of`) from the ``oracle_*`` info before and after it: ``oracle_distance``
+Oracle progress of a step (:func:`agents.base.oracle_progress`) from the ``oracle_*`` info before and after it: ``oracle_distance``
 (actions still needed; ALFWorld, toy) gives before - after, ``oracle_value`` (best reward still reachable;
 WebShop) gives after - before; a step without both sides has no progress (NaN).
 """
@@ -20,20 +20,12 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
+from agents.base import oracle_progress
 from gaca_openrlhf.advantages import AdvantageConfig, StepBatch, hash_anchor
 from gaca_openrlhf.eval.runner import RunConfig, derive_seed, run_episodes
 
 from .credit_audit import credit_audit
 from .disagreement import RecordingGenerator
-
-
-def progress_of(before: dict, after: dict) -> float:
-    """A step's oracle progress from the ``oracle_*`` info before and after it (NaN when either side lacks it)."""
-    for key, sign in (("oracle_distance", 1.0), ("oracle_value", -1.0)):
-        b, a = before.get(key), after.get(key)
-        if b is not None and a is not None:
-            return sign * (float(b) - float(a))
-    return float("nan")
 
 
 def rollout_batch(episodes: Sequence[dict], nll_of=None) -> tuple[StepBatch, np.ndarray, np.ndarray, list]:
@@ -54,7 +46,7 @@ def rollout_batch(episodes: Sequence[dict], nll_of=None) -> tuple[StepBatch, np.
             cols["reward"].append(float(rec["reward"]))
             cols["valid"].append(bool(rec["valid"]))
             cols["nll"].append(float(nll_of(ep, rec["t"])) if nll_of else 0.0)
-            progress.append(progress_of(before, rec["oracle"]))
+            progress.append(oracle_progress(before, rec["oracle"]))
             won.append(bool(ep["won"]))
             texts.append(rec["anchor"])
             before = rec["oracle"]

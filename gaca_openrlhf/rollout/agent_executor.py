@@ -24,7 +24,7 @@ from copy import deepcopy
 
 from openrlhf.utils.agent import AgentExecutorBase
 
-from agents.base import is_listed, step_env, takes_validity
+from agents.base import is_listed, oracle_progress, step_env, takes_validity
 from agents.parsing import judge_response
 from agents.prompts import StepMemory, encode_step_prompt, fit_prompt, render_step_prompt
 from agents.registry import make_env, prompt_template
@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 
 
 def _step_record(prompt_ids, response_ids, logprobs, reward, valid, anchor, t, truncated, anchor_text=None,
-                 listed=None):
+                 listed=None, progress=float("nan")):
     return dict(
         prompt_ids=prompt_ids,
         response_ids=response_ids,
@@ -48,6 +48,7 @@ def _step_record(prompt_ids, response_ids, logprobs, reward, valid, anchor, t, t
         step_index=int(t),
         truncated=bool(truncated),
         listed=None if listed is None else bool(listed),  # action on the admissible list (None: the env gave none)
+        progress=float(progress),  # oracle progress of the step (the credit audit's input; NaN: no oracle)
     )
 
 
@@ -62,7 +63,7 @@ class AgentExecutor(AgentExecutorBase):
         self._episodes_of_task: Counter = Counter()  # task -> episodes started on this engine (seeds, see below)
 
     def _make_env(self):
-        return self._idle_envs.pop() if self._idle_envs else make_env(self.config.name, **self.config.kwargs)
+        return self._idle_envs.pop() if self._idle_envs else make_env(self.config.name, **self.config.env_kwargs())
 
     async def _env_call(self, fn, *args):
         return await asyncio.wait_for(asyncio.to_thread(fn, *args), timeout=self.config.timeout_s)
@@ -135,7 +136,8 @@ class AgentExecutor(AgentExecutorBase):
                 break
             out["steps"].append(
                 _step_record(prompt_ids, response_ids, logprobs, nxt.reward, valid, hash_anchor(obs.anchor), t,
-                             truncated, obs.anchor, listed)
+                             truncated, obs.anchor, listed,
+                             oracle_progress(getattr(obs, "info", None) or {}, getattr(nxt, "info", None) or {}))
             )
             memory.add(obs.observation, parsed.action)
             obs = nxt

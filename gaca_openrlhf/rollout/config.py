@@ -20,6 +20,7 @@ from agents.registry import DEFAULT_ENV
 ENV_VAR = "GACA_ROLLOUT_CONFIG"
 INVALID_ACTION_MODES = ("execute", "noop")
 VALIDITY_MODES = ("format", "admissible")
+CREDIT_AUDIT_MODES = ("auto", "on", "off")
 #: the response budget when ``--rollout.max_new_tokens`` is unset
 DEFAULT_MAX_NEW_TOKENS = 256
 
@@ -80,11 +81,35 @@ class RolloutConfig:
         "at once (a broken environment setup)")})
     max_failed_iters: int = field(default=3, metadata={
         "help": "stop with an error after this many failing iterations in a row"})
+    # the credit audit (docs/credit_audit.md §6): the environment's oracle reports its progress per step and the
+    # trainer scores every step estimator's advantages on the iteration's batch against it (audit/* metrics)
+    credit_audit: str = field(default="auto", metadata={"choices": CREDIT_AUDIT_MODES, "help": (
+        "log the credit audit of every iteration's batch (audit/*: every step estimator's advantages scored against "
+        "the environment's oracle progress): 'auto' where the environment has an oracle (WebShop: where its server "
+        "exposes goals), 'on' (an error where it has none), 'off'")})
 
     def __post_init__(self) -> None:
         check_invalid_action(self.invalid_action)
         if self.validity not in VALIDITY_MODES:
             raise ValueError(f"validity must be one of {VALIDITY_MODES}, got {self.validity!r}")
+        if self.credit_audit not in CREDIT_AUDIT_MODES:
+            raise ValueError(f"credit_audit must be one of {CREDIT_AUDIT_MODES}, got {self.credit_audit!r}")
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """``kwargs`` for ``make_env``, with the environment's oracle requested as ``credit_audit`` says:
+        ``oracle=True`` ("on"), ``oracle="auto"`` ("auto": the adapter reports it where it can) or nothing ("off",
+        or an environment without an oracle under "auto"). An explicit ``oracle`` in ``kwargs`` is kept. Raises
+        ValueError for "on" with an environment that has no oracle."""
+        from agents.registry import spec
+
+        if self.credit_audit == "off" or "oracle" in self.kwargs:
+            return dict(self.kwargs)
+        if not spec(self.name).oracle:
+            if self.credit_audit == "on":
+                raise ValueError(f"--env.credit_audit on: environment {self.name!r} has no oracle progress "
+                                 "(its EnvSpec.oracle is False); use auto or off")
+            return dict(self.kwargs)
+        return {**self.kwargs, "oracle": True if self.credit_audit == "on" else "auto"}
 
     @classmethod
     def from_args(cls, args) -> "RolloutConfig":
@@ -95,7 +120,9 @@ class RolloutConfig:
         max_new = args.rollout.max_new_tokens or DEFAULT_MAX_NEW_TOKENS
         values["kwargs"] = json.loads(values["kwargs"]) if values["kwargs"] else {}
         values["prompt_max_len"] = values["prompt_max_len"] or max(1, args.data.max_len - max_new)
-        return cls(**values, max_new_tokens=max_new, seed=args.train.seed)
+        cfg = cls(**values, max_new_tokens=max_new, seed=args.train.seed)
+        cfg.env_kwargs()  # "--env.credit_audit on" without an oracle: refused here, before any actor starts
+        return cfg
 
     def to_env(self) -> dict[str, str]:
         return {ENV_VAR: json.dumps(asdict(self))}

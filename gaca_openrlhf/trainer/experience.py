@@ -15,6 +15,7 @@ import os
 import time
 from typing import List, Optional
 
+import numpy as np
 import torch
 
 from openrlhf.trainer.ppo_utils.experience import Experience
@@ -23,6 +24,7 @@ from openrlhf.utils.logging_utils import init_logger
 
 from gaca_openrlhf.advantages import AdvantageConfig, StepBatch, compute_advantages, is_step_estimator, summary_metrics
 from gaca_openrlhf.advantages.signals import nonzero_share, nonzero_share_by_estimator, token_weighted_mean
+from gaca_openrlhf.diagnostics.credit_audit import audit_metrics, credit_audit
 
 from .minibatch import balanced_sizes, token_budget_micro_batches
 from . import anchor_text
@@ -31,6 +33,9 @@ from .run_shape import RunShape, data_parallel_size
 from .samples import META_KEYS
 
 logger = init_logger(__name__)
+
+#: bootstrap resamples of the online credit audit's intervals (over task groups; the offline command uses 2000)
+AUDIT_BOOTSTRAP = 200
 
 
 def gather_step_batch(experiences: List[Experience]):
@@ -135,6 +140,7 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
         per_row = result.advantage.float()[row_pos]
         adv_seconds = time.time() - t0
         signal = self.learning_signal(experiences, batch, result.advantage, texts)
+        signal.update(self.credit_audit_stats(experiences, batch, texts))
 
         start = 0
         for exp in experiences:
@@ -191,6 +197,37 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
             out["policy/entropy"] = token_weighted_mean(entropy[orig], tokens[orig])
         shares = nonzero_share_by_estimator(batch, self.adv_config, anchor_text=texts)
         out.update({f"adv/nonzero_frac/{name}": share for name, share in shares.items()})
+        return out
+
+    def credit_audit_stats(self, experiences: List[Experience], batch: StepBatch, texts=None) -> dict:
+        """The credit audit of this iteration's batch (docs/credit_audit.md §6): every registered step estimator
+        (the trained one and the others as shadows) on the same rows, scored against the steps' oracle progress
+        (``gaca/progress``, recorded by the rollout where the environment's oracle is on: ``--env.credit_audit``).
+        ``audit/*`` keys (:func:`~gaca_openrlhf.diagnostics.credit_audit.audit_metrics`), ``audit/steps_with_progress``
+        and ``audit/seconds``; nothing when no row carries progress (no oracle), only the count when none is
+        non-zero (a batch where no step changed the oracle's distance)."""
+        if "gaca/progress" not in experiences[0].info:
+            return {}
+        cat = lambda key: torch.cat([e.info[key].reshape(-1) for e in experiences])  # noqa: E731
+        orig = cat("gaca/dup_of") < 0
+        progress = cat("gaca/progress")[orig].double().numpy()
+        if not np.isfinite(progress).any():
+            return {}
+        moved = int((np.isfinite(progress) & (progress != 0)).sum())
+        out = {"audit/steps_with_progress": float(moved)}
+        if not moved:
+            return out
+        t0 = time.time()
+        won = cat("gaca/won")[orig].numpy() > 0.5
+        try:
+            result = credit_audit(batch, progress, won, self.adv_config, anchor_text=texts, n_boot=AUDIT_BOOTSTRAP,
+                                  seed=self.iteration)
+        except Exception as e:  # a diagnostic must not stop a training run: said loudly, counted, not fatal
+            logger.warning(f"[gaca] credit audit of iteration {self.iteration} failed: {e!r}")
+            out["audit/failed"] = 1.0
+            return out
+        out.update(audit_metrics(result))
+        out["audit/seconds"] = time.time() - t0
         return out
 
     def finite_stats(self, experiences: List[Experience]) -> dict:

@@ -35,7 +35,8 @@ from .minibatch import MiniBatchPlan
 
 logger = init_logger(__name__)
 
-META_KEYS = ("gaca/group_id", "gaca/traj_id", "gaca/step_index", "gaca/anchor_id", "gaca/dup_of")
+META_KEYS = ("gaca/group_id", "gaca/traj_id", "gaca/step_index", "gaca/anchor_id", "gaca/dup_of", "gaca/progress",
+             "gaca/won")
 
 
 class EnvFailureError(RuntimeError):
@@ -69,6 +70,9 @@ def step_experience(step: dict, group_id: int, traj_id: int, episode: dict) -> E
         "gaca/valid": torch.tensor([float(step["valid"])]),
         "gaca/nll": torch.tensor([nll]),
         "gaca/dup_of": torch.tensor([-1], dtype=torch.long),
+        # the credit audit's inputs (experience.py): the step's oracle progress (NaN: none) and its episode's outcome
+        "gaca/progress": torch.tensor([float(step.get("progress", float("nan")))]),
+        "gaca/won": torch.tensor([float(bool(episode.get("won", False)))]),
     }
     return Experience(
         sequences=sequences.unsqueeze(0),

@@ -14,7 +14,9 @@ from webshop_server.testing import expert_episode, goal_option_values, serve_in_
 def test_health(server_url, shop):
     assert requests.get(server_url + "/health", timeout=10).json() == {
         "status": "ok", "products": len(shop.products), "goals": len(shop.goals), "generated": True,
-        "catalog": "generated:1000:seed0"}
+        "catalog": "generated:1000:seed0", "goals_exposed": True}
+    from webshop_server.app import create_app  # a server without --expose-goals says so (the oracle's "auto")
+    assert create_app(shop).test_client().get("/health").get_json()["goals_exposed"] is False
 
 
 def test_health_echoes_the_run_token(shop):

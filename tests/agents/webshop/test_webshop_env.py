@@ -171,3 +171,24 @@ def test_oracle_value_in_info(ws_url):
         assert "oracle_value" not in first.info
     finally:
         plain.close()
+
+
+def test_oracle_auto_follows_what_the_server_exposes(ws_url, ws_shop):
+    """``oracle="auto"`` (the credit audit's default): on where the server exposes goals (``/health``'s
+    ``goals_exposed``), off, without an error, where it does not; any other value is refused."""
+    from webshop_server.testing import serve_in_thread
+
+    env = make_env(base_url=ws_url, oracle="auto")
+    try:
+        assert env.reset("test:0")[1].info["oracle_value"] == 1.0
+    finally:
+        env.close()
+    with serve_in_thread(ws_shop, expose_goals=False, production=True) as hidden_url:
+        env = make_env(base_url=hidden_url, oracle="auto")
+        try:
+            _, first = env.reset("test:0")
+            assert "oracle_value" not in first.info and "oracle_value" not in env.step("search[x]").info
+        finally:
+            env.close()
+    with pytest.raises(ValueError, match="oracle must be"):
+        make_env(base_url=ws_url, oracle="yes")

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from gaca_openrlhf.advantages import list_estimators
-from gaca_openrlhf.diagnostics.audit_rollouts import markdown, plot, progress_of, rollout_batch, run_audit
+from agents.base import oracle_progress as progress_of
+from gaca_openrlhf.diagnostics.audit_rollouts import markdown, plot, rollout_batch, run_audit
 from gaca_openrlhf.diagnostics.disagreement import ScoredResult
 from gaca_openrlhf.eval.runner import RunConfig
 

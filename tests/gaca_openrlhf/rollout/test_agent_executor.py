@@ -231,3 +231,23 @@ def test_admissible_validity_judges_format_alone_where_nothing_is_listed(monkeyp
               FakeEngine(["<think>x</think><action>go forward</action>"]), task="0")
     assert out["won"] and [s["valid"] for s in out["steps"]] == [True]  # not "off an empty list"
     assert [s["listed"] for s in out["steps"]] == [None]  # unknown, not counted as off the list
+
+
+def test_step_records_carry_oracle_progress():
+    """With the oracle on, each step's progress is the drop of the env's distance to the goal across it (the credit
+    audit's input); without it, NaN. Catches: progress from the wrong pair of observations, its sign flipped."""
+    import math
+
+    act = lambda a: f"<think>x</think><action>{a}</action>"  # noqa: E731
+    script = [act("go forward"), act("look"), act("go back"), act("go forward"), act("go forward"), act("go forward")]
+    ex = AgentExecutor(RolloutConfig(name="toy", kwargs={"oracle": True}, max_new_tokens=64, prompt_max_len=4000))
+    out = run(ex, FakeEngine(script), task="2")  # goal room 3 from room 0: distance 3
+    assert out["won"]
+    assert [s["progress"] for s in out["steps"]] == [1.0, 0.0, -1.0, 1.0, 1.0, 1.0]
+    # the default (credit_audit "auto") asks an environment with an oracle for it; "off" does not
+    auto = run(AgentExecutor(RolloutConfig(name="toy", max_new_tokens=64, prompt_max_len=4000)),
+               FakeEngine(script[:1]), task="0")
+    assert [s["progress"] for s in auto["steps"]] == [1.0]
+    off = run(AgentExecutor(RolloutConfig(name="toy", credit_audit="off", max_new_tokens=64, prompt_max_len=4000)),
+              FakeEngine(script[:1]), task="0")
+    assert all(math.isnan(s["progress"]) for s in off["steps"])

@@ -5,6 +5,8 @@ Catches: ``to_env`` writing something else than the config, ``from_env`` ignorin
 import dataclasses
 import json
 import typing
+
+import pytest
 from types import SimpleNamespace as ns
 
 from gaca_openrlhf.cli.options import option_spec
@@ -56,3 +58,23 @@ def test_default_environment_is_the_registrys():
     from agents.registry import DEFAULT_ENV
 
     assert RolloutConfig().name == DEFAULT_ENV == RolloutConfig.from_args(_args()).name
+
+
+def test_credit_audit_requests_the_oracle_where_there_is_one(monkeypatch):
+    """auto: oracle "auto" for an environment with an oracle, nothing for one without; on: True, and an error for
+    one without; off: nothing; an explicit ``oracle`` in kwargs wins."""
+    import agents.registry as registry
+    from agents.base import EnvSpec
+
+    assert RolloutConfig(name="toy").env_kwargs() == {"oracle": "auto"}
+    assert RolloutConfig(name="toy", credit_audit="on", kwargs={"length": 5}).env_kwargs() == {"length": 5,
+                                                                                              "oracle": True}
+    assert RolloutConfig(name="toy", credit_audit="off").env_kwargs() == {}
+    assert RolloutConfig(name="toy", kwargs={"oracle": False}).env_kwargs() == {"oracle": False}
+    no_oracle = EnvSpec(name="plain", make_env=lambda **k: None, prompt=None)
+    monkeypatch.setattr(registry, "spec", lambda name: no_oracle)
+    assert RolloutConfig(name="plain").env_kwargs() == {}
+    with pytest.raises(ValueError, match="has no oracle progress"):
+        RolloutConfig(name="plain", credit_audit="on").env_kwargs()
+    with pytest.raises(ValueError, match="credit_audit must be one of"):
+        RolloutConfig(credit_audit="sometimes")
