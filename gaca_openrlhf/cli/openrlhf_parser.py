@@ -82,3 +82,14 @@ def extend_choices(parser: argparse.ArgumentParser, dest: str, extra, default=No
                 action.help = help
             return
     raise KeyError(f"OpenRLHF parser has no option with dest {dest!r}")
+
+
+def redefault(parser: argparse.ArgumentParser, dest: str, default, help=None) -> None:
+    """Give an existing option a new default (and help), keeping its type and choices."""
+    for action in parser._actions:
+        if action.dest == dest:
+            action.default = default
+            if help is not None:
+                action.help = help
+            return
+    raise KeyError(f"OpenRLHF parser has no option with dest {dest!r}")

@@ -19,13 +19,14 @@ import argparse
 import sys
 
 from gaca_openrlhf.advantages import AdvantageConfig, is_step_estimator, list_estimators
-from gaca_openrlhf.cli.openrlhf_parser import build_parser, extend_choices, validate
+from gaca_openrlhf.cli.openrlhf_parser import build_parser, extend_choices, redefault, validate
 from gaca_openrlhf.cli.options import AliasedNamespace, add_dataclass_options, add_deprecated_flag
 from gaca_openrlhf.cpu import CPU_DTYPE_ENV, PARAM_DTYPES, backend_mode, forced_cpu_dtype, resolve_param_dtype
 from gaca_openrlhf.rollout import AGENT_FUNC_PATH
 from gaca_openrlhf.rollout.config import RolloutConfig
 from gaca_openrlhf.trainer.run_options import MOVED_FROM, RunOptions, deprecated_flags, run_option_names
 from gaca_openrlhf.trainer.run_shape import RunShape
+from gaca_openrlhf.trainer.validation import EVAL_DEFAULTS
 
 
 def add_project_args(parser: argparse.ArgumentParser) -> None:
@@ -40,6 +41,13 @@ def add_project_args(parser: argparse.ArgumentParser) -> None:
     add_dataclass_options(parser, RolloutConfig, "env", "Environment and episodes (--env.*, RolloutConfig)")
     for old, new in deprecated_flags().items():
         add_deprecated_flag(parser, old, new)
+    # validation during training (--eval.dataset: a task file of the validation panel; gaca_openrlhf.trainer.validation)
+    helps = {"eval.steps": "play the validation panel (--eval.dataset) every this many iterations and after the last "
+                           "(default: %(default)s, verl-agent's test_freq; <= 0: never)",
+             "eval.temperature": "validation episodes' sampling temperature (default: %(default)s, the evaluation's)",
+             "eval.n_samples_per_prompt": "validation episodes per panel task (default: %(default)s)"}
+    for dest, value in EVAL_DEFAULTS.items():
+        redefault(parser, dest, value, help=helps[dest])
 
 
 def alias_moved_options(args) -> None:
@@ -78,9 +86,6 @@ def parse_args(argv=None):
         if args.algo.kl.init_coef > 0 and not args.algo.kl.use_loss:
             raise SystemExit("step estimators give one advantage per step: use --algo.kl.use_loss for the KL term "
                              "(or --algo.kl.init_coef 0)")
-        if args.eval.dataset:
-            print("[gaca] --eval.dataset is ignored by the step trainer: evaluate checkpoints with "
-                  "`python -m gaca_openrlhf.eval` (fixed panels, seeds)")
         if args.train.async_enable:
             raise SystemExit("--train.async_enable is not supported with step samples (the step trainer is synchronous)")
         check_packing_args(args)

@@ -29,7 +29,7 @@ from agents.parsing import judge_response
 from agents.prompts import StepMemory, encode_step_prompt, fit_prompt, render_step_prompt
 from agents.registry import make_env, prompt_template
 from gaca_openrlhf.advantages.hashing import hash_anchor
-from gaca_openrlhf.rollout.config import RolloutConfig
+from gaca_openrlhf.rollout.config import VALIDATION_ROUND_KEY, RolloutConfig
 from gaca_openrlhf.seeding import derive_seed
 
 logger = logging.getLogger(__name__)
@@ -74,9 +74,14 @@ class AgentExecutor(AgentExecutorBase):
         # Same seed, same run: the k-th episode of a task on this engine samples with seeds derived from
         # (run seed, task, k, step). OpenRLHF starts the n executions of a task in order (asyncio.gather), and this
         # count is taken before the first await, so k does not depend on timing.
-        k = self._episodes_of_task[task]
-        self._episodes_of_task[task] += 1
-        episode_seed = derive_seed(cfg.seed, task, k)
+        # A validation round (the trainer's validation panel, gaca_openrlhf.trainer.validation) counts its episodes
+        # from 0 and leaves the round out of the seed: every round plays the same seeds, only the weights differ.
+        val_round = (getattr(sampling_params, "extra_args", None) or {}).get(VALIDATION_ROUND_KEY)
+        key = task if val_round is None else ("validation", val_round, task)
+        k = self._episodes_of_task[key]
+        self._episodes_of_task[key] += 1
+        episode_seed = derive_seed(cfg.seed, task, k) if val_round is None else derive_seed(cfg.seed, "validation",
+                                                                                           task, k)
         out = dict(prompt=prompt, label=label, steps=[], failed=False, error="", won=False, score=0.0,
                    task_type="", traj_uid=episode_seed, env_seconds=0.0, gen_seconds=0.0)
         env = None

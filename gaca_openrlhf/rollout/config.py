@@ -21,6 +21,9 @@ ENV_VAR = "GACA_ROLLOUT_CONFIG"
 INVALID_ACTION_MODES = ("execute", "noop")
 VALIDITY_MODES = ("format", "admissible")
 CREDIT_AUDIT_MODES = ("auto", "on", "off")
+#: key in a request's ``SamplingParams.extra_args`` marking a validation round (its index): the executor counts the
+#: task's episodes from 0 within the round and derives their seeds without the round (gaca_openrlhf.trainer.validation)
+VALIDATION_ROUND_KEY = "gaca_validation_round"
 #: the response budget when ``--rollout.max_new_tokens`` is unset
 DEFAULT_MAX_NEW_TOKENS = 256
 

@@ -16,6 +16,8 @@ with ``ray.remote`` (:data:`GacaPPOTrainerActor`). Changes against the base:
   stops training (:class:`WeightSyncError`: a broken weight sync), and so does a NaN/inf ``policy_loss`` or ``kl``
   (:class:`NonFiniteTrainingError`, naming the likely cause);
 - ``--run.max_iterations`` stops early (after its checkpoint) and ends the LR schedule there;
+- validation during training: with ``--eval.dataset`` the engines play that panel every ``--eval.steps`` iterations
+  and after the last, ``val/*`` in the iteration's record, best checkpoint on ``val/success_rate`` (:mod:`.validation`);
 - each phase the loop enters is published for the driver's stall watch (:mod:`.progress`, ``--run.stall_timeout_s``).
 """
 from __future__ import annotations
@@ -39,6 +41,7 @@ from .episode_log import EpisodeLog
 from .metrics import MetricsWriter, build_record, phase_times
 from .progress import NoProgress, ProgressReporter, progress_key
 from .samples import StepSamplesGenerator
+from .validation import BEST_METRIC, validation_due, validation_stats
 
 logger = init_logger(__name__)
 
@@ -175,6 +178,8 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         # None outside a Ray actor (nobody watches then); get_runtime_context() would start a Ray of its own there
         actor_id = ray.get_runtime_context().get_actor_id() if ray.is_initialized() else None
         self.progress = ProgressReporter(progress_key(actor_id)) if actor_id else NoProgress()
+        if not getattr(self, "best_eval_metric_key", ""):  # OpenRLHF's --ckpt.best_metric_key; a checkpoint's own key wins on resume
+            self.best_eval_metric_key = BEST_METRIC
 
     # ---- one iteration ----
     def train_step(self, rollout_samples, global_step):
@@ -263,6 +268,22 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         return {"sync/logprob_gap": float(diffs.mean()), "sync/logprob_gap_max": float(diffs.max()),
                 "timing/sync_probe": time.time() - t0}
 
+    def validate(self, iteration: int) -> dict:
+        """Play the validation panel (``--eval.dataset``) with the weights just synced to vLLM: ``val/*`` figures
+        and ``timing/validation`` (:mod:`.validation`); {} without a panel."""
+        if self.eval_dataloader is None:
+            return {}
+        t0 = time.time()
+        self.progress.mark("validation", iteration)
+        self._val_rounds = getattr(self, "_val_rounds", 0) + 1
+        episodes = self.samples_generator.run_validation(
+            self._val_rounds, self.args.eval.temperature, self.args.eval.n_samples_per_prompt, **self.generate_kwargs)
+        stats = validation_stats(episodes)
+        stats["timing/validation"] = time.time() - t0
+        logger.info(f"[gaca] validation after iteration {iteration}: success {stats[BEST_METRIC]:.3f} over "
+                    f"{int(stats['val/num_episodes'])} episodes ({int(stats['val/failed_episodes'])} failed)")
+        return stats
+
     def _probe_ranks(self) -> int:
         return len(self.actor_model_group._actor_handlers) // self.actor_model_group.duplicate_actors
 
@@ -314,6 +335,13 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
                         break
                     continue
                 status, global_step = self.train_step(rollout_samples, global_step)
+                # the run's last iteration, known before its record is written: max_iterations reached, or the final
+                # episode's prompts all consumed (a drained loader is often only *seen* at the next, empty, round)
+                last = ((bool(args.run.max_iterations) and global_step >= args.run.max_iterations)
+                        or (episode == args.train.num_episodes - 1
+                            and (is_exhausted or total_consumed_prompts >= (episode + 1) * len(self.prompts_dataloader))))
+                val = self.validate(global_step) if validation_due(global_step, args.eval.steps, last) else {}
+                status.update(val)
                 status["timing/rollout"] = rollout_seconds
                 status["timing/experience"] = status.get("timing/make_experience", 0.0)
                 status["timing/training"] = status.get("timing/ppo_train", 0.0)
@@ -332,6 +360,8 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
                 check_sync_gap(log_status, args.run.max_logprob_gap)
                 self.progress.mark("checkpoint", global_step)
                 self.save_logs_and_checkpoints(global_step, log_status, client_states)
+                if BEST_METRIC in val:  # the best checkpoint is chosen on the validation panel, never a test panel
+                    self.save_best_checkpoint({BEST_METRIC: val[BEST_METRIC]}, global_step, client_states)
                 pbar.update(prompts_consumed)
                 stop = bool(args.run.max_iterations) and global_step >= args.run.max_iterations
                 if is_exhausted:

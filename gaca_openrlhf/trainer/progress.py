@@ -16,7 +16,7 @@ from typing import Callable, Optional
 
 #: the phases the trainer publishes, in the order of one iteration (``start``: fit began; ``resume_sync``: the
 #: weights loaded from a checkpoint go to the engines; ``done``: fit ended)
-PHASES = ("start", "resume_sync", "rollout", "experience", "training", "sync", "checkpoint", "done")
+PHASES = ("start", "resume_sync", "rollout", "experience", "training", "sync", "validation", "checkpoint", "done")
 KEY_PREFIX = "gaca/progress/"
 
 

@@ -25,8 +25,10 @@ from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator, _collect_prompt_batch
 from openrlhf.trainer.ray.vllm_engine import batch_vllm_engine_call
 from openrlhf.utils.logging_utils import init_logger
+from vllm import SamplingParams
 
 from agents.registry import spec as env_spec
+from gaca_openrlhf.rollout.config import VALIDATION_ROUND_KEY
 from gaca_openrlhf.advantages.signals import group_has_contrast, mixed_group_share
 
 from . import anchor_text
@@ -199,6 +201,35 @@ class StepSamplesGenerator(SamplesGenerator):
         self.last_stats: dict = {}
         self.last_episodes: List[dict] = []
         self.last_plan: Optional[MiniBatchPlan] = None
+
+    @torch.no_grad()
+    def run_validation(self, round_index: int, temperature: float, n_samples: int, **generate_kwargs) -> List[dict]:
+        """Every task of the eval dataloader (``--eval.dataset``), ``n_samples`` episodes each at ``temperature``,
+        marked as validation round ``round_index`` (:mod:`.validation`: seeds fixed across rounds); the episodes
+        in panel order. Nothing of it is trained on."""
+        if self.eval_dataloader is None:
+            return []
+        if self.args.vllm.enable_sleep:
+            batch_vllm_engine_call(self.vllm_engines, "wake_up")
+        try:
+            prompts, labels = [], []
+            for _, batch_prompts, batch_labels, _images in self.eval_dataloader:
+                prompts.extend(batch_prompts)
+                labels.extend(batch_labels)
+            params = SamplingParams(
+                temperature=temperature, top_p=generate_kwargs.get("top_p", 1.0), top_k=generate_kwargs.get("top_k", -1),
+                max_tokens=generate_kwargs.get("max_new_tokens"), min_tokens=generate_kwargs.get("min_new_tokens", 1),
+                skip_special_tokens=generate_kwargs.get("skip_special_tokens", False),
+                extra_args={VALIDATION_ROUND_KEY: int(round_index)})
+            # task i always goes to engine i mod E, so a task's episodes share one executor's round count
+            refs = [self.vllm_engines[i % len(self.vllm_engines)].generate_responses.remote(
+                        prompt=p, label=lab, sampling_params=params, max_length=generate_kwargs.get("max_len", 2048),
+                        hf_tokenizer=self.tokenizer, num_samples=n_samples, images=None)
+                    for i, (p, lab) in enumerate(zip(prompts, labels))]
+            return [ep for group in ray.get(refs) for ep in group]
+        finally:
+            if self.args.vllm.enable_sleep:
+                batch_vllm_engine_call(self.vllm_engines, "sleep")
 
     def _run_episodes(self, prompts, labels, images, **generate_kwargs) -> List[List[dict]]:
         """One list of n episode dicts per task, from the agent executors in the vLLM engines."""

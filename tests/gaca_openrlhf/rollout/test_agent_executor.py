@@ -251,3 +251,27 @@ def test_step_records_carry_oracle_progress():
     off = run(AgentExecutor(RolloutConfig(name="toy", credit_audit="off", max_new_tokens=64, prompt_max_len=4000)),
               FakeEngine(script[:1]), task="0")
     assert all(math.isnan(s["progress"]) for s in off["steps"])
+
+
+def test_validation_rounds_replay_the_same_seeds():
+    """Requests marked as validation round r (SamplingParams.extra_args) count their episodes from 0 within the round
+    and derive seeds without r: rounds 1 and 2 sample with the same seeds, which differ from training's. Catches:
+    the round in the seed, the count carried across rounds, validation sharing training's counter."""
+    from gaca_openrlhf.rollout.config import VALIDATION_ROUND_KEY
+
+    def seeds(ex, round_index=None, episodes=2):
+        out = []
+        for _ in range(episodes):
+            params = _params()
+            params.extra_args = None if round_index is None else {VALIDATION_ROUND_KEY: round_index}
+            engine = FakeEngine([])
+            asyncio.run(ex.execute("0", "", params, 4096, FakeTokenizer(), engine))
+            out.append(engine.calls[0][1].seed)
+        return out
+
+    ex = AgentExecutor(RolloutConfig(name="toy", max_new_tokens=64, prompt_max_len=4000))
+    train = seeds(ex)
+    first, second = seeds(ex, round_index=1), seeds(ex, round_index=2)
+    assert first == second and len(set(first)) == 2
+    assert not set(first) & set(train)
+    assert seeds(ex) != train  # training's own count goes on (its next episodes get new seeds)

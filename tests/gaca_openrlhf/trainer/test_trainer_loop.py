@@ -19,9 +19,11 @@ TASKS = {f"task-{i}": [1, 2] for i in range(6)}
 
 
 class Loop(GacaPPOTrainer):
-    def __init__(self, tmp_path, max_iterations=0, checkpoint=None, status=None, script=TASKS):
+    def __init__(self, tmp_path, max_iterations=0, checkpoint=None, status=None, script=TASKS, eval_steps=0):
         self.args = SimpleNamespace(train=SimpleNamespace(num_episodes=1),
-                                    run=SimpleNamespace(max_iterations=max_iterations, max_logprob_gap=0.1))
+                                    run=SimpleNamespace(max_iterations=max_iterations, max_logprob_gap=0.1),
+                                    eval=SimpleNamespace(steps=eval_steps, temperature=0.4, n_samples_per_prompt=1))
+        self.eval_dataloader = None
         self.samples_generator = ScriptedGenerator(script, n_prompts=len(script), batch_size=2)
         self.prompts_dataloader = self.samples_generator.prompts_dataloader
         self.generate_kwargs, self.wandb_logger, self.tensorboard_logger = {}, None, None
@@ -118,3 +120,46 @@ def test_sync_gap_check():
         check_sync_gap({"sync/logprob_gap": float("nan"), "sync/logprob_gap_rollout": 0.01}, 0.1)
     with pytest.raises(WeightSyncError, match="experience forward was already NaN"):
         check_sync_gap({"sync/logprob_gap": float("nan"), "sync/logprob_gap_rollout": float("nan")}, 0.1)
+
+
+class ValidatedLoop(Loop):
+    """The loop with a validation panel: round r's episodes are scripted (won flags); best checkpoints recorded."""
+
+    def __init__(self, tmp_path, rounds, **kw):
+        super().__init__(tmp_path, **kw)
+        self.eval_dataloader = object()  # a panel exists; run_validation below stands in for the engines
+        self.rounds, self.val_calls, self.best = list(rounds), [], []
+        self.samples_generator.run_validation = self._run_validation
+
+    def _run_validation(self, round_index, temperature, n_samples, **kw):
+        self.val_calls.append((round_index, temperature, n_samples))
+        return [dict(won=w, failed=f, score=float(w), steps=[{}] * 3) for w, f in self.rounds.pop(0)]
+
+    def save_best_checkpoint(self, eval_metrics, global_step, client_states=None):
+        self.best.append((global_step, eval_metrics))
+
+
+def test_validation_every_n_iterations_and_after_the_last(tmp_path):
+    """3 iterations, --eval.steps 2: validation after iterations 2 and 3 (the last), val/* in those records only,
+    each round numbered, at the eval temperature; the best-checkpoint call gets val/success_rate; a failed episode
+    counts as lost although it reported won. Catches: validation never run, run every iteration, the last iteration
+    skipped, the figures not in the record, a failed-but-won episode counted as a win."""
+    loop = ValidatedLoop(tmp_path, eval_steps=2, rounds=[[(True, False), (False, False)],
+                                                           [(True, False), (True, True)]])
+    loop.fit()
+    assert loop.val_calls == [(1, 0.4, 1), (2, 0.4, 1)]
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in lines] == [1, 2, 3]
+    assert "val/success_rate" not in lines[0]
+    assert lines[1]["val/success_rate"] == 0.5 and lines[2]["val/success_rate"] == 0.5
+    assert lines[2]["val/failed_episodes"] == 1.0
+    assert loop.best == [(2, {"val/success_rate": 0.5}), (3, {"val/success_rate": 0.5})]
+
+
+def test_no_validation_without_a_panel_or_with_steps_off(tmp_path):
+    loop = ValidatedLoop(tmp_path / "off", eval_steps=0, rounds=[])
+    loop.fit()
+    assert loop.val_calls == [] and loop.best == []
+    plain = Loop(tmp_path / "none", eval_steps=1)  # no --eval.dataset: no eval dataloader
+    plain.fit()
+    assert not any("val/success_rate" in x for x in (tmp_path / "none" / "metrics.jsonl").read_text().splitlines())
