@@ -61,7 +61,8 @@ if [[ "$REHEARSAL" == "1" ]]; then
     if [[ "${NUM_NODES:-1}" == "1" ]]; then rehearse GPUS_PER_NODE=2; else rehearse GPUS_PER_NODE=1; fi
   fi
   rehearse VLLM_MEM=0.1 MICRO_BATCH=2 ITERATIONS=2 TASKS_PER_ITER=2 ROLLOUTS=2 SAVE_STEPS=1 \
-    MAX_STEPS=3 MAX_NEW_TOKENS=32 PROMPT_MAX_LEN=1024 MINI_BATCH_STEPS=4 LR=1e-4 MAX_LOGPROB_GAP=0.1
+    MAX_STEPS=3 MAX_NEW_TOKENS=32 PROMPT_MAX_LEN=1024 MINI_BATCH_STEPS=4 LR=1e-4 MAX_LOGPROB_GAP=0.1 \
+    VAL_GAMES=1 VAL_EVERY=1
   [[ -n "${MODEL:-}" || "$DRY_RUN" == "1" ]] || tiny_model
   MODEL="${MODEL:-tiny-model}"
 else
@@ -285,6 +286,32 @@ check_tasks() {
   msg+=" after $(( (n + TASKS_PER_ITER - 1) / TASKS_PER_ITER )) iteration(s) (--train.num_episodes 1)"
   if [[ "${REQUIRE_ALL_ITERATIONS:-0}" == "1" ]]; then echo "error: $msg" >&2; exit 1; fi
   echo "warning: $msg" >&2
+}
+
+# Validation during training (gaca_openrlhf/trainer/validation.py): VAL_GAMES tasks held out of the training task
+# file (the lowest id hashes: the same panel for every seed and method; with real ALFWorld data these are training
+# games, since valid_seen/valid_unseen are the test panels) are played every VAL_EVERY iterations and after the last,
+# at EVAL_TEMPERATURE with fixed seeds: val/* in metrics.jsonl, the best checkpoint on val/success_rate.
+# VAL_GAMES=0: no validation. A TASKS file given without VAL_TASKS beside it: no validation (disjointness unknown).
+VAL_GAMES="${VAL_GAMES:-32}"
+VAL_EVERY="${VAL_EVERY:-5}"                     # verl-agent's test_freq
+# holdout_args: the task tool's --holdout options when this run writes its own task files (VAL_TASKS set by the caller)
+holdout_args() {
+  HOLDOUT_ARGS=()
+  (( VAL_GAMES > 0 )) && HOLDOUT_ARGS=(--holdout "$VAL_GAMES" --holdout-out "$VAL_TASKS")
+  return 0
+}
+# val_args: VAL_ARGS, the training options of the validation panel (none without one)
+val_args() {
+  VAL_ARGS=()
+  if (( VAL_GAMES > 0 )) && [[ -f "$VAL_TASKS" || "$DRY_RUN" == "1" ]]; then
+    VAL_ARGS=(--eval.dataset "$VAL_TASKS" --eval.steps "$VAL_EVERY" --eval.temperature "$EVAL_TEMPERATURE"
+              --eval.n_samples_per_prompt 1)
+  elif (( VAL_GAMES > 0 )); then
+    echo "note: no validation panel ($VAL_TASKS missing: TASKS was given; write both with the task tool's" \
+         "--holdout/--holdout-out, or VAL_GAMES=0 to silence this)" >&2
+  fi
+  return 0
 }
 
 # run_train ARGS...: run (or, with DRY_RUN=1, print on one line, shell-quoted) the training command.

@@ -7,9 +7,10 @@ shift
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 SAVE_PATH="${SAVE_PATH:-$ROOT/outputs/${METHOD}_alfworld}"  # relative paths: made absolute by _common.sh
 # REHEARSAL=1: games generated offline (cached), ALFWORLD_GAMES of them (README "Rehearsal")
-rehearse ALFWORLD_DATA="$CACHE/alfworld_rehearsal_games" ALFWORLD_GAMES=4
+rehearse ALFWORLD_DATA="$CACHE/alfworld_rehearsal_games" ALFWORLD_GAMES=5  # 4 to train on, 1 to validate
 ALFWORLD_DATA="${ALFWORLD_DATA:-$HOME/.cache/alfworld}"
 TASKS="${TASKS:-$SAVE_PATH/tasks.jsonl}"
+VAL_TASKS="${VAL_TASKS:-$(dirname "$TASKS")/val_tasks.jsonl}"  # the validation panel, written with TASKS (_common.sh)
 MAX_STEPS="${MAX_STEPS:-50}" MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-512}" PROMPT_MAX_LEN="${PROMPT_MAX_LEN:-2048}"
 if [[ "$REHEARSAL" == "1" && "$DRY_RUN" != "1" && ! -d "$ALFWORLD_DATA/json_2.1.1/train" ]]; then
   "$PY" -m agents.alfworld generate --out "$ALFWORLD_DATA" --split train --num-games "$ALFWORLD_GAMES" --seed 0 \
@@ -20,8 +21,9 @@ if [[ "$DRY_RUN" != "1" ]]; then
     echo "no ALFWorld train games under ALFWORLD_DATA=$ALFWORLD_DATA (run alfworld-download, or generate games: " \
          "python -m agents.alfworld generate --out DIR --split train --num-games 3553)" >&2; exit 1; }
   mkdir -p "$SAVE_PATH"
+  holdout_args
   [[ -f "$TASKS" ]] || "$PY" -m gaca_openrlhf.rollout.tasks alfworld --data "$ALFWORLD_DATA" --split train \
-      --seed "$SEED" --out "$TASKS"
+      --seed "$SEED" --out "$TASKS" "${HOLDOUT_ARGS[@]}"
   check_tasks "$TASKS"
 fi
 MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-256}"  # verl-agent: 256 step samples per optimizer update
@@ -39,12 +41,13 @@ MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-256}"  # verl-agent: 256 step samples per 
 rehearse TOKEN_BUDGET=1024 LOGPROB_CHUNK=256
 set_packing_args  # PACKING_ARGS from PACKING / TOKEN_BUDGET / LOGPROB_CHUNK (_common.sh)
 method_args "$METHOD"
+val_args  # VAL_ARGS: the validation panel (_common.sh)
 plan_vllm_mem alfworld  # VLLM_MEM from the memory plan unless given
 common_args
 # Ray CPUs/GPUs (one env worker of ENV_WORKER_CPUS per episode of an iteration, README "Env worker CPUs"), disk
 run_preflight --env-workers $((TASKS_PER_ITER * ROLLOUTS)) --env-worker-cpus "$ENV_WORKER_CPUS" \
   --path "ALFWORLD_DATA=$ALFWORLD_DATA"  # the env workers of every node read the games there
-run_train "${COMMON_ARGS[@]}" "${METHOD_ARGS[@]}" \
+run_train "${COMMON_ARGS[@]}" "${METHOD_ARGS[@]}" "${VAL_ARGS[@]}" \
   --data.prompt_dataset "$TASKS" \
   --data.max_len $((PROMPT_MAX_LEN + MAX_NEW_TOKENS)) --env.prompt_max_len "$PROMPT_MAX_LEN" \
   --rollout.max_new_tokens "$MAX_NEW_TOKENS" \

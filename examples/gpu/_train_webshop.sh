@@ -16,9 +16,10 @@ if [[ -z "${MICRO_BATCH:-}" && "${MODEL:-}" == *7[Bb]* ]]; then MICRO_BATCH=2; f
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 SAVE_PATH="${SAVE_PATH:-$ROOT/outputs/${METHOD}_webshop}"  # relative paths: made absolute by _common.sh
 TASKS="${TASKS:-$SAVE_PATH/tasks.jsonl}"
+VAL_TASKS="${VAL_TASKS:-$(dirname "$TASKS")/val_tasks.jsonl}"  # the validation panel, written with TASKS (_common.sh)
 # REHEARSAL=1: a generated 1000-product catalog (opted in explicitly), 4 train goals, a free port (README "Rehearsal")
 if [[ "$REHEARSAL" == "1" && -z "${WEBSHOP_URL:-}" ]]; then
-  rehearse WEBSHOP_GENERATED=1 WEBSHOP_PRODUCTS=1000 WEBSHOP_TRAIN_GOALS=4 \
+  rehearse WEBSHOP_GENERATED=1 WEBSHOP_PRODUCTS=1000 WEBSHOP_TRAIN_GOALS=5 \
     WEBSHOP_PORT="$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
   export WEBSHOP_GENERATED
 fi
@@ -29,7 +30,9 @@ if [[ "$DRY_RUN" != "1" ]]; then
   (( NUM_TRAIN > 0 )) || { echo "the WebShop server has $WEBSHOP_GOALS goals: no train split (goals 1500+)" >&2; exit 1; }
   NUM_TRAIN="${WEBSHOP_TRAIN_GOALS:-$NUM_TRAIN}"
   mkdir -p "$SAVE_PATH"
-  [[ -f "$TASKS" ]] || "$PY" -m gaca_openrlhf.rollout.tasks webshop --start 1500 --num "$NUM_TRAIN" --out "$TASKS"
+  holdout_args
+  [[ -f "$TASKS" ]] || "$PY" -m gaca_openrlhf.rollout.tasks webshop --start 1500 --num "$NUM_TRAIN" --out "$TASKS" \
+      "${HOLDOUT_ARGS[@]}"
   check_tasks "$TASKS"
 fi
 MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-64}"  # verl-agent: 64 step samples per optimizer update
@@ -47,11 +50,12 @@ MINI_BATCH_STEPS="${MINI_BATCH_STEPS:-64}"  # verl-agent: 64 step samples per op
 rehearse TOKEN_BUDGET=2048 LOGPROB_CHUNK=256
 set_packing_args  # PACKING_ARGS from PACKING / TOKEN_BUDGET / LOGPROB_CHUNK (_common.sh)
 method_args "$METHOD"
+val_args  # VAL_ARGS: the validation panel (_common.sh)
 plan_vllm_mem webshop  # VLLM_MEM from the memory plan unless given
 common_args
 # Ray CPUs/GPUs, disk for the checkpoints, the server answers /health from every node (as this run's server)
 run_preflight --url "$WEBSHOP_URL" ${WEBSHOP_RUN_TOKEN:+--run-token "$WEBSHOP_RUN_TOKEN"}
-run_train "${COMMON_ARGS[@]}" "${METHOD_ARGS[@]}" \
+run_train "${COMMON_ARGS[@]}" "${METHOD_ARGS[@]}" "${VAL_ARGS[@]}" \
   --data.prompt_dataset "$TASKS" \
   --data.max_len $((PROMPT_MAX_LEN + MAX_NEW_TOKENS)) --env.prompt_max_len "$PROMPT_MAX_LEN" \
   --rollout.max_new_tokens "$MAX_NEW_TOKENS" \

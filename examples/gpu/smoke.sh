@@ -37,15 +37,17 @@ fi
 # 0.1); smoke_check.py then judges each sync against its rollout-time baseline (README "Smoke test")
 export REQUIRE_ALL_ITERATIONS=1  # _train_alfworld.sh: too few tasks for ITERATIONS iterations is an error
 # shared settings and helpers (cd to the repo root, relative paths made absolute, the GPU preflight, GACA_BACKEND)
+export VAL_GAMES="${VAL_GAMES:-1}"  # a one-task validation panel (val/* lines; _common.sh's default is 32)
 source "$HERE/_common.sh"
 export SAVE_PATH="${SAVE_PATH:-$ROOT/outputs/smoke}"
 export TASKS="$SAVE_PATH/tasks.jsonl"  # always the run's own, regenerated from ALFWORLD_DATA
+export VAL_TASKS="$SAVE_PATH/val_tasks.jsonl"  # the one-task validation panel (VAL_GAMES above), written with TASKS
 SMOKE_RESUME="${SMOKE_RESUME:-1}" SMOKE_WEBSHOP="${SMOKE_WEBSHOP:-1}"
 for _v in SMOKE_RESUME SMOKE_WEBSHOP; do
   [[ "${!_v}" == 0 || "${!_v}" == 1 ]] || { echo "error: smoke: $_v=${!_v} must be 0 or 1" >&2; exit 2; }
 done
 # one generated game per task of the alfworld and resume legs (unless ALFWORLD_DATA is given)
-SMOKE_GAMES="${SMOKE_GAMES:-$(( (ITERATIONS + SMOKE_RESUME) * TASKS_PER_ITER ))}"
+SMOKE_GAMES="${SMOKE_GAMES:-$(( (ITERATIONS + SMOKE_RESUME) * TASKS_PER_ITER + VAL_GAMES ))}"
 if [[ -z "${ALFWORLD_DATA:-}" ]]; then
   SMOKE_GENERATE=1 ALFWORLD_DATA="$CACHE/alfworld_smoke_games_$SMOKE_GAMES"
 fi
@@ -58,7 +60,8 @@ if [[ -e "$SAVE_PATH" && ! -d "$SAVE_PATH" ]]; then
 fi
 if [[ -d "$SAVE_PATH" && -n "$(ls -A "$SAVE_PATH" 2>/dev/null)" ]]; then
   looks_like_run=0
-  for f in metrics.jsonl command.sh train.log tasks.jsonl ckpt config.json rehearsal.json smoke_summary.txt; do
+  for f in metrics.jsonl command.sh train.log tasks.jsonl val_tasks.jsonl ckpt config.json rehearsal.json \
+           smoke_summary.txt; do
     [[ -e "$SAVE_PATH/$f" ]] && looks_like_run=1
   done
   if [[ "$looks_like_run" != "1" || "$SAVE_PATH" == "$HOME" || "$SAVE_PATH" == "$ROOT" || "$SAVE_PATH" == / ]]; then
@@ -171,7 +174,8 @@ fi
 # ---- leg 3, webshop: 1 iteration of the WebShop GACA script at the smoke's sizes, in SAVE_PATH/webshop ----
 if [[ "$SMOKE_WEBSHOP" == 1 ]]; then
   ws=(SAVE_PATH="$SAVE_PATH/webshop" TASKS="$SAVE_PATH/webshop/tasks.jsonl" ITERATIONS=1
-      WEBSHOP_TRAIN_GOALS="${WEBSHOP_TRAIN_GOALS:-$TASKS_PER_ITER}")
+      VAL_TASKS="$SAVE_PATH/webshop/val_tasks.jsonl"
+      WEBSHOP_TRAIN_GOALS="${WEBSHOP_TRAIN_GOALS:-$((TASKS_PER_ITER + VAL_GAMES))}")
   if [[ "$REHEARSAL" != "1" && -z "${WEBSHOP_URL:-}" && -z "${WEBSHOP_DATA:-}" ]]; then
     ws+=(WEBSHOP_GENERATED=1 WEBSHOP_PRODUCTS="${WEBSHOP_PRODUCTS:-1000}")  # a small generated catalog: fast start
   fi

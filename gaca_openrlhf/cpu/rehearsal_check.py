@@ -64,11 +64,19 @@ def node_checks(report: dict, num_nodes: int, env_name: Optional[str] = None) ->
     return out
 
 
-def metrics_checks(rows: List[dict], iterations: int) -> List[Check]:
+def metrics_checks(rows: List[dict], iterations: int, validated: bool = False) -> List[Check]:
+    """The records' checks; ``validated`` (the run has a validation panel, ``--eval.dataset``): the last iteration's
+    record carries the panel's ``val/*`` figures, none of its episodes failed."""
     failed = [r.get("rollout/failed_episodes") for r in rows]
-    return [(len(rows) == iterations, f"metrics.jsonl holds {len(rows)} iterations (need {iterations})"),
-            (bool(rows) and all(v == 0 for v in failed),
-             f"rollout/failed_episodes per iteration: {failed} (need all 0)")]
+    out = [(len(rows) == iterations, f"metrics.jsonl holds {len(rows)} iterations (need {iterations})"),
+           (bool(rows) and all(v == 0 for v in failed),
+            f"rollout/failed_episodes per iteration: {failed} (need all 0)")]
+    if validated:
+        last = rows[-1] if rows else {}
+        val = {k: last[k] for k in ("val/success_rate", "val/num_episodes", "val/failed_episodes") if k in last}
+        out.append((len(val) == 3 and val["val/num_episodes"] > 0 and val["val/failed_episodes"] == 0,
+                    f"validation after the last iteration: {val or 'no val/* in its record'} (need episodes, 0 failed)"))
+    return out
 
 
 def _workers_note(env_name: Optional[str]) -> Optional[str]:
@@ -83,14 +91,19 @@ def _workers_note(env_name: Optional[str]) -> Optional[str]:
         return None
 
 
-def _env_name(save_path: str) -> Optional[str]:
+def _option(save_path: str, name: str) -> Optional[str]:
+    """The last value of option ``name`` in the run's ``command.sh`` (None: no such option or file)."""
     path = os.path.join(save_path, "command.sh")
     if not os.path.exists(path):
         return None
     with open(path) as f:
         argv = shlex.split(f.read())
-    values = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--env.name"]
+    values = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == name]
     return values[-1] if values else None
+
+
+def _env_name(save_path: str) -> Optional[str]:
+    return _option(save_path, "--env.name")
 
 
 def checks(save_path: str, num_nodes: int, iterations: int) -> List[Check]:
@@ -106,7 +119,7 @@ def checks(save_path: str, num_nodes: int, iterations: int) -> List[Check]:
     if os.path.exists(metrics):
         with open(metrics) as f:
             rows = [json.loads(line) for line in f if line.strip()]
-    out += metrics_checks(rows, iterations)
+    out += metrics_checks(rows, iterations, validated=_option(save_path, "--eval.dataset") is not None)
     return out
 
 

@@ -10,7 +10,8 @@ scripts make:
 - ``-m gaca_openrlhf.cpu.local_cluster start`` prints the address 127.0.0.1:4242, ``... stop`` removes its
   ``--state-dir``; ``-m gaca_openrlhf.cpu.rehearsal_check`` exits ``$FAKE_CHECK_EXIT`` (0);
 - ``-m agents.alfworld generate`` makes the ``--out`` game folder (recording ``--num-games``) and
-  ``-m gaca_openrlhf.rollout.tasks alfworld`` writes one task per generated game;
+  ``-m gaca_openrlhf.rollout.tasks alfworld`` writes one task per generated game (with ``--holdout N
+  --holdout-out F``, the first N to F, as the real tool leaves them out of ``--out``);
 - anything else: exits ``$FAKE_EXIT`` (0).
 
 With ``FAKE_LOG_RAY_ADDRESS=1`` each recorded line starts with ``RAY_ADDRESS=<the caller's RAY_ADDRESS> ``.
@@ -35,7 +36,11 @@ case "$*" in
                                  arg --num-games "$@" > "$out/num_games" ;;
   "-m gaca_openrlhf.rollout.tasks alfworld"*)
     data="$(arg --data "$@")"; out="$(arg --out "$@")"; mkdir -p "$(dirname "$out")"
-    for i in $(seq 1 "$(cat "$data/num_games")"); do echo "{\"input\": \"game$i\"}"; done > "$out" ;;
+    held="$(arg --holdout "$@")"; held="${held:-0}"
+    for i in $(seq $((held + 1)) "$(cat "$data/num_games")"); do echo "{\"input\": \"game$i\"}"; done > "$out"
+    if (( held > 0 )); then
+      for i in $(seq 1 "$held"); do echo "{\"input\": \"game$i\"}"; done > "$(arg --holdout-out "$@")"
+    fi ;;
 esac
 exit "${FAKE_EXIT:-0}"
 """

@@ -256,7 +256,9 @@ def test_smoke_generates_enough_games_for_2_iterations_on_every_gpu_count(tmp_pa
         assert games_dir == str(cache / f"alfworld_smoke_games_{games}")  # never an older, smaller cached set
         tasks_per_iter = args.rollout.batch_size
         assert tasks_per_iter == n
-        iterations = min(args.run.max_iterations, args.train.num_episodes * (games // tasks_per_iter))
+        assert args.eval.dataset and args.eval.steps > 0  # the smoke validates on 1 game held out of those generated
+        held_out = 1
+        iterations = min(args.run.max_iterations, args.train.num_episodes * ((games - held_out) // tasks_per_iter))
         assert iterations == 2, (n, games, tasks_per_iter, args.train.num_episodes)
 
 
@@ -335,12 +337,14 @@ def test_smoke_run_starts_from_an_empty_folder_and_regenerates_tasks(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     old = [p for p in os.listdir(tmp_path) if p.startswith("smoke.old-")]
     assert len(old) == 1 and os.path.exists(tmp_path / old[0] / "ckpt" / "_actor" / "global_step2")
-    left = set(os.listdir(save)) - {"command.sh", "tasks.jsonl", "train.log", "smoke_summary.txt"}
+    left = set(os.listdir(save)) - {"command.sh", "tasks.jsonl", "val_tasks.jsonl", "train.log", "smoke_summary.txt"}
     assert all(p.startswith("gpu_memory") for p in left), left  # nothing of the earlier run
     tasks = open(os.path.join(save, "tasks.jsonl")).read().splitlines()
     assert len(tasks) == 24 and "stale" not in "".join(tasks)  # (2 + 1 resumed) iterations x 8 tasks, this run's
+    val = open(os.path.join(save, "val_tasks.jsonl")).read().splitlines()
+    assert len(val) == 1 and val[0] not in tasks  # + 1 held-out game: the smoke's validation panel
     calls = open(env["FAKE_LOG"]).read().splitlines()
-    assert any("--num-games 24" in c for c in calls)
+    assert any("--num-games 25" in c for c in calls)
     # the start-up preflight runs before training (many-nodes review, finding 4); the resume leg trains again
     pre = [i for i, c in enumerate(calls) if c.startswith("-m gaca_openrlhf.preflight")]
     train = [i for i, c in enumerate(calls) if c.startswith("-m gaca_openrlhf.cli.train_ppo")]
@@ -646,7 +650,7 @@ def test_smoke_on_two_nodes_scales_with_all_gpus(tmp_path):
     (gen,) = [c for c in cmds if c[1:4] == ["-m", "agents.alfworld", "generate"]]
     args = train_cmds(cmds)[0]
     assert (args.actor.num_nodes, args.actor.num_gpus_per_node, args.vllm.num_engines) == (2, 4, 8)
-    assert args.rollout.batch_size == 8 and int(option(gen, "--num-games")) == 24  # (2 + 1 resumed) x 8 tasks
+    assert args.rollout.batch_size == 8 and int(option(gen, "--num-games")) == 25  # (2 + 1 resumed) x 8 + 1 held out
     assert args.run.mini_batch_steps == args.train.micro_batch_size * 8
 
 

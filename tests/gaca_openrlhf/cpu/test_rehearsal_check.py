@@ -81,3 +81,20 @@ def test_a_report_without_placement_or_a_missing_report_fails(tmp_path):
     assert any("no placement" in t and "RuntimeError" in t for t in bad)
     (tmp_path / "rehearsal.json").unlink()
     assert any("rehearsal.json missing" in t for t in failed(rc.checks(str(tmp_path), 2, 2)))
+
+
+def test_a_validated_run_needs_val_lines_in_its_last_record(tmp_path):
+    """With --eval.dataset in the command, the last record must carry the validation panel's figures (episodes, none
+    failed); without it, nothing is asked. Catches: the check never made, or made on a run without a panel."""
+    save = run_folder(tmp_path, report())
+    assert failed(rc.checks(save, 2, 2)) == []
+    (tmp_path / "command.sh").write_text("python -m gaca_openrlhf.cli.train_ppo --env.name alfworld "
+                                         "--eval.dataset /x/val_tasks.jsonl")
+    assert any("no val/* in its record" in t for t in failed(rc.checks(save, 2, 2)))
+    rows = [{"rollout/failed_episodes": 0}, {"rollout/failed_episodes": 0, "val/success_rate": 0.0,
+                                             "val/num_episodes": 1.0, "val/failed_episodes": 0.0}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert failed(rc.checks(save, 2, 2)) == []
+    rows[-1]["val/failed_episodes"] = 1.0
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert any("validation after the last iteration" in t for t in failed(rc.checks(save, 2, 2)))

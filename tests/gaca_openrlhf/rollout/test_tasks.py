@@ -132,3 +132,34 @@ def test_cli_help_shows_the_module_usage_and_examples(capsys):
         main(["webshop", "--help"])
     words = " ".join(capsys.readouterr().out.split()) + " "
     assert "--start START first goal index (WebShop splits: train is 1500+) " in words
+
+
+def test_holdout_panel_is_disjoint_and_does_not_depend_on_the_seed(tmp_path):
+    """``--holdout 3``: 3 games leave the training file for the validation panel; the panel is the same whatever
+    the training seed (shuffle), and training keeps every other game. Catches: overlap, a seed-dependent panel,
+    games lost from both files."""
+    root = str(tmp_path / "data")
+    games = _games(root, "train", 10)
+    panels, trains = [], []
+    for seed in (0, 1):
+        out, val = tmp_path / f"train{seed}.jsonl", tmp_path / f"val{seed}.jsonl"
+        main(["alfworld", "--data", root, "--seed", str(seed), "--out", str(out), "--holdout", "3",
+              "--holdout-out", str(val)])
+        train_ids, val_ids = [r["input"] for r in _read(out)], [r["input"] for r in _read(val)]
+        assert len(val_ids) == 3 and not set(val_ids) & set(train_ids)
+        assert sorted(train_ids + val_ids) == games
+        panels.append(val_ids)
+        trains.append(train_ids)
+    assert panels[0] == panels[1] and trains[0] != trains[1]  # the shuffle moved, the panel did not
+
+
+def test_holdout_errors_are_clear(tmp_path, capsys):
+    root = str(tmp_path / "data")
+    _games(root, "train", 2)
+    with pytest.raises(SystemExit):
+        main(["alfworld", "--data", root, "--out", str(tmp_path / "t.jsonl"), "--holdout", "1"])
+    assert "--holdout needs --holdout-out" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["alfworld", "--data", root, "--out", str(tmp_path / "t.jsonl"), "--holdout", "5",
+              "--holdout-out", str(tmp_path / "v.jsonl")])
+    assert "there are 2 tasks" in capsys.readouterr().err
