@@ -18,7 +18,8 @@ def make_env(backend: str = "local", **config: Any):
     backend="local": :class:`~agents.alfworld.env.AlfworldEnv` in this process (tests, scripts, the ``check``
     command). backend="ray": :class:`agents.alfworld.workers.RayAlfworldEnv`, the same adapter inside a CPU-only Ray
     actor (``num_gpus=0``) with per-call timeouts; use this from rollout code running inside vLLM actors.
-    Config: ``data_dir``, ``max_steps``, ``cache_size``, ``hide_help``; ray only: ``step_timeout_s``,
+    Config: ``data_dir``, ``max_steps``, ``cache_size``, ``hide_help``, ``oracle`` (``info["oracle_distance"]``, the
+    credit audit's input; in the worker with the ray backend); ray only: ``step_timeout_s``,
     ``reset_timeout_s``, ``num_cpus``.
     """
     if backend == "local":

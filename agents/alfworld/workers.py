@@ -92,11 +92,13 @@ class RayAlfworldEnv:
     def __init__(self, data_dir: str | None = None, max_steps: int = MAX_STEPS, cache_size: int = 32,
                  hide_help: bool = True, step_timeout_s: float = 30.0, reset_timeout_s: float = 120.0,
                  num_cpus: float = DEFAULT_WORKER_CPUS, schedule_timeout_s: float = DEFAULT_SCHEDULE_TIMEOUT_S,
-                 **ray_options: Any) -> None:
+                 oracle: bool | str = False, **ray_options: Any) -> None:
         if not ray.is_initialized():
             ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
         self.max_steps = int(max_steps)
-        self._config = dict(data_dir=data_dir, max_steps=max_steps, cache_size=cache_size, hide_help=hide_help)
+        # oracle: the worker's adapter adds info["oracle_distance"] to the EnvSteps it returns (the credit audit)
+        self._config = dict(data_dir=data_dir, max_steps=max_steps, cache_size=cache_size, hide_help=hide_help,
+                            oracle=bool(oracle))
         self.step_timeout_s = float(step_timeout_s)
         self.reset_timeout_s = float(reset_timeout_s)
         self.schedule_timeout_s = float(schedule_timeout_s)

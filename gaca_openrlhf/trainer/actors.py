@@ -59,6 +59,16 @@ def rotate_hf_checkpoints(ckpt_path: str, max_num: int) -> list:
     return doomed
 
 
+def remove_older_best_hf(ckpt_path: str, tag: str) -> list:
+    """Delete the ``best*_hf`` folders under ``ckpt_path`` other than ``<tag>_hf``; returns the deleted. OpenRLHF
+    removes the older best DeepSpeed checkpoints when it saves a new best, but not their HF copies."""
+    doomed = [p for p in glob.glob(os.path.join(ckpt_path, "best*_hf"))
+              if os.path.isdir(p) and os.path.basename(p) != f"{tag}_hf"]
+    for path in doomed:
+        shutil.rmtree(path, ignore_errors=True)
+    return doomed
+
+
 def _dynamic_batches(strategy) -> bool:
     """``--train.dynamic_batch_enable`` of the strategy's arguments (False where they are absent)."""
     train = getattr(getattr(strategy, "args", None), "train", None)
@@ -203,13 +213,29 @@ class StepPolicyMixin:
         return status
 
     def save_checkpoint(self, tag, client_states=None, metric_value=None, metric_key=None):
-        """OpenRLHF's checkpoint plus this rank's global torch RNG state (see :data:`TORCH_RNG_KEY`)."""
+        """OpenRLHF's checkpoint plus this rank's global torch RNG state (see :data:`TORCH_RNG_KEY`); a best
+        checkpoint leaves 'latest' on the regular one and replaces the older best HF copy."""
         client_states = dict(client_states or {}, **{TORCH_RNG_KEY: torch.get_rng_state()})
-        super().save_checkpoint(tag, client_states, metric_value=metric_value, metric_key=metric_key)
         args = self.strategy.args
-        if args.ckpt.save_hf and torch.distributed.get_rank() == 0:
+        # a best checkpoint (chosen on validation) is saved after the iteration's regular one: DeepSpeed would point
+        # 'latest' at it, so a resume (and RESUME=1's checks) would read the best copy instead of the regular one
+        latest = os.path.join(args.ckpt.path, "_actor", "latest")
+        regular = None
+        if tag.startswith("best") and os.path.isfile(latest):
+            with open(latest) as f:
+                regular = f.read()
+        super().save_checkpoint(tag, client_states, metric_value=metric_value, metric_key=metric_key)
+        if torch.distributed.get_rank() != 0:
+            return
+        if regular is not None:
+            with open(latest, "w") as f:
+                f.write(regular)
+        if args.ckpt.save_hf:
             for path in rotate_hf_checkpoints(args.ckpt.path, args.ckpt.max_num):
                 self.strategy.print(f"[gaca] removed old HF checkpoint {path} (--ckpt.max_num {args.ckpt.max_num})")
+            if tag.startswith("best"):
+                for path in remove_older_best_hf(args.ckpt.path, tag):
+                    self.strategy.print(f"[gaca] removed the older best HF checkpoint {path}")
 
 
 def grad_norm_stats(norms) -> dict:

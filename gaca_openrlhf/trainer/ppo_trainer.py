@@ -277,7 +277,7 @@ class GacaPPOTrainer(PPOTrainer.__ray_actor_class__):
         self.progress.mark("validation", iteration)
         self._val_rounds = getattr(self, "_val_rounds", 0) + 1
         episodes = self.samples_generator.run_validation(
-            self._val_rounds, self.args.eval.temperature, self.args.eval.n_samples_per_prompt, **self.generate_kwargs)
+            self._val_rounds, self.args.eval.temperature, self.args.eval.n_samples_per_prompt, self.generate_kwargs)
         stats = validation_stats(episodes)
         stats["timing/validation"] = time.time() - t0
         logger.info(f"[gaca] validation after iteration {iteration}: success {stats[BEST_METRIC]:.3f} over "

@@ -203,9 +203,9 @@ class StepSamplesGenerator(SamplesGenerator):
         self.last_plan: Optional[MiniBatchPlan] = None
 
     @torch.no_grad()
-    def run_validation(self, round_index: int, temperature: float, n_samples: int, **generate_kwargs) -> List[dict]:
-        """Every task of the eval dataloader (``--eval.dataset``), ``n_samples`` episodes each at ``temperature``,
-        marked as validation round ``round_index`` (:mod:`.validation`: seeds fixed across rounds); the episodes
+    def run_validation(self, round_index: int, temperature: float, n_samples: int, generate_kwargs: dict) -> List[dict]:
+        """Every task of the eval dataloader (``--eval.dataset``), ``n_samples`` episodes each at ``temperature``
+        (the other sampling settings from the run's ``generate_kwargs``), marked as validation round ``round_index`` (:mod:`.validation`: seeds fixed across rounds); the episodes
         in panel order. Nothing of it is trained on."""
         if self.eval_dataloader is None:
             return []

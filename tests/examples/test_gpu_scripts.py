@@ -29,7 +29,7 @@ SCRIPT_VARS = ("WEBSHOP_URL", "MODEL", "SAVE_PATH", "VLLM_TP", "VLLM_ENGINES", "
                "CKPT_MAX_NUM", "DISK_NEEDED_GB", "ENV_WORKER_CPUS", "WEBSHOP_DATA", "WEBSHOP_GENERATED",
                "SMOKE_RESUME", "SMOKE_WEBSHOP", "EVAL_CKPTS", "KEEP_DS_CKPT", "KEEP_HF_CKPTS", "EVAL_GPUS", "EVAL_TP",
                "CUDA_VISIBLE_DEVICES", "EVAL_SEEDS", "METHODS", "ABLATIONS", "HF_KEEP_POLL_S",
-               "PACKING", "TOKEN_BUDGET", "LOGPROB_CHUNK", "ZERO_STAGE")
+               "PACKING", "TOKEN_BUDGET", "LOGPROB_CHUNK", "ZERO_STAGE", "VAL_GAMES", "VAL_EVERY", "VAL_TASKS")
 
 
 def script_env(env):
@@ -1114,3 +1114,16 @@ def test_vllm_mem_comes_from_the_memory_plan(tmp_path):
     assert share("train_gaca_alfworld.sh", VLLM_MEM="0.45")[0] == 0.45
     got, err = share("train_gaca_alfworld.sh", MODEL="/nonexistent/my-model")
     assert got == 0.6 and "warning: the memory plan cannot size VLLM_MEM for MODEL=/nonexistent/my-model" in err
+
+
+@pytest.mark.parametrize("script", [f"train_gaca_{e}.sh" for e in ENVS])
+def test_recipes_validate_on_a_held_out_panel(script):
+    """Issue 37: the recipes validate every VAL_EVERY (5) iterations on VAL_TASKS beside the task file, at the
+    evaluation temperature; VAL_GAMES=0 turns it off."""
+    (args,) = train_cmds(dry_run(script, SAVE_PATH="/tmp/out_v"))
+    assert args.eval.dataset == "/tmp/out_v/val_tasks.jsonl" and args.eval.steps == 5
+    assert args.eval.temperature == 0.4 and args.eval.n_samples_per_prompt == 1
+    (args,) = train_cmds(dry_run(script, SAVE_PATH="/tmp/out_v", VAL_EVERY="2", EVAL_TEMPERATURE="0.6"))
+    assert args.eval.steps == 2 and args.eval.temperature == 0.6
+    (args,) = train_cmds(dry_run(script, SAVE_PATH="/tmp/out_v", VAL_GAMES="0"))
+    assert args.eval.dataset is None

@@ -57,7 +57,7 @@ SCRIPT_VARS = ("MODEL", "DRY_RUN", "WEBSHOP_URL", "ALFWORLD_DATA", "ALFWORLD_GAM
                "GPUS_PER_NODE", "MAX_FAILED_FRAC", "CKPT_MAX_NUM", "REHEARSAL_DTYPE", "RAY_ADDRESS",
                "GACA_REHEARSAL_CLUSTER", "PYTHON", "GPU_PREFLIGHT", "RESUME", "REHEARSAL", "SAVE_PATH",
                "ENV_WORKER_CPUS", "RAY_TMPDIR", "KEEP_DS_CKPT", "PACKING", "TOKEN_BUDGET", "LOGPROB_CHUNK",
-               "REHEARSAL_NODE_CPUS", "REHEARSAL_OBJECT_STORE_MB")
+               "REHEARSAL_NODE_CPUS", "REHEARSAL_OBJECT_STORE_MB", "VAL_GAMES", "VAL_EVERY", "VAL_TASKS")
 
 
 def script_env(env):
@@ -331,7 +331,10 @@ def test_a_killed_rehearsal_resumes_from_its_first_checkpoint():
     # (Ray's sessions live in each run's private cluster state dir, /tmp/gaca-rc.*: _rehearsal_cluster.sh)
     env = {"REHEARSAL": "1", "NUM_NODES": str(NUM_NODES), "GPUS_PER_NODE": str(GPUS_PER_NODE), "SAVE_PATH": save,
            "ITERATIONS": str(ITERATIONS), "TASKS_PER_ITER": str(TASKS_PER_ITER), "SAVE_STEPS": "1", "LR": str(LR),
-           "ALFWORLD_DATA": os.path.join(cache, f"alfworld_rehearsal_games_{games}"), "ALFWORLD_GAMES": str(games)}
+           "ALFWORLD_DATA": os.path.join(cache, f"alfworld_rehearsal_games_{games}"), "ALFWORLD_GAMES": str(games),
+           # no validation panel: every generated game (one per task type, traceable below) is a training task;
+           # validation with best checkpoints is rehearsed by test_rehearsal_multinode.py and the actor unit tests
+           "VAL_GAMES": "0"}
     cmd = ["bash", os.path.join(GPU, "train_gaca_alfworld.sh"), *LR_ARGS]
     tags = {"killed": uuid.uuid4().hex, "resumed": uuid.uuid4().hex}
     killed_log, resumed_log = os.path.join(work, "killed.log"), os.path.join(work, "resumed.log")

@@ -122,3 +122,24 @@ def test_async_timeout(six_games, paths, walkthrough, renv):
         return await renv.astep("look")
 
     assert asyncio.run(main()).observation
+
+
+def test_ray_env_reports_the_oracle_from_its_worker(six_games, paths, walkthrough, ray_local):
+    """``oracle`` reaches the worker's adapter (it is not a Ray actor option): the EnvSteps it returns carry
+    ``oracle_distance``, equal to the in-process adapter's, down to 0 at the win (the credit audit in training)."""
+    from agents.alfworld.backends import make_env
+    from agents.alfworld.env import AlfworldEnv
+
+    path = paths["pick_and_place_simple"]
+    renv = make_env(backend="ray", step_timeout_s=20, reset_timeout_s=120, num_cpus=0.5, oracle="auto")
+    local = AlfworldEnv(oracle=True)
+    try:
+        first_r, first_l = renv.reset(path)[1], local.reset(path)[1]
+        assert first_r.info["oracle_distance"] == first_l.info["oracle_distance"] > 0
+        for cmd in walkthrough(path):
+            sr, sl = renv.step(cmd), local.step(cmd)
+            assert sr.info["oracle_distance"] == sl.info["oracle_distance"]
+        assert sr.won and sr.info["oracle_distance"] == 0
+    finally:
+        renv.close()
+        local.close()

@@ -182,6 +182,33 @@ def test_hf_checkpoints_rotated_on_save_by_rank_zero(tmp_path, monkeypatch):
     assert len(list(tmp_path.iterdir())) == 2  # no HF copies saved: nothing to rotate
 
 
+def test_best_checkpoint_keeps_latest_on_the_regular_one_and_one_best_hf_copy(tmp_path, monkeypatch):
+    """A best checkpoint (validation) saved after the iteration's regular one: 'latest' still names the regular one
+    (DeepSpeed, faked here, rewrites it to the best tag), and only the newest best HF copy is kept. Catches: a resume
+    pointed at the best copy, best HF copies piling up (~15 GB each for 7B)."""
+    actor_dir = tmp_path / "_actor"
+    actor_dir.mkdir()
+
+    class Saver:
+        def save_checkpoint(self, tag, client_states=None, metric_value=None, metric_key=None):
+            (actor_dir / "latest").write_text(tag)  # as DeepSpeed's save_checkpoint(save_latest=True) does
+            (tmp_path / f"{tag}_hf").mkdir()
+
+    class A(StepPolicyMixin, Saver):
+        pass
+
+    a = A()
+    a.strategy = SimpleNamespace(args=SimpleNamespace(ckpt=SimpleNamespace(save_hf=True, path=str(tmp_path), max_num=5)),
+                                 print=lambda *x: None)
+    monkeypatch.setattr(actors.torch.distributed, "get_rank", lambda: 0)
+    a.save_checkpoint("best_global_step1")  # before any regular checkpoint: the best one is the only, and latest
+    assert (actor_dir / "latest").read_text() == "best_global_step1"
+    a.save_checkpoint("global_step2")
+    a.save_checkpoint("best_global_step2")
+    assert (actor_dir / "latest").read_text() == "global_step2"
+    assert sorted(p.name for p in tmp_path.glob("*_hf")) == ["best_global_step2_hf", "global_step2_hf"]
+
+
 def test_iteration_batch_sizes_are_integers():
     engine = SimpleNamespace(train_micro_batch_size_per_gpu=lambda: 2, dp_world_size=2, micro_steps=3, train=None)
     engine.set_train_batch_size = lambda n: setattr(engine, "train", n)

@@ -128,10 +128,11 @@ class ValidatedLoop(Loop):
     def __init__(self, tmp_path, rounds, **kw):
         super().__init__(tmp_path, **kw)
         self.eval_dataloader = object()  # a panel exists; run_validation below stands in for the engines
+        self.generate_kwargs = {"temperature": 1.0, "max_new_tokens": 8}  # the rollout's: validation overrides one
         self.rounds, self.val_calls, self.best = list(rounds), [], []
         self.samples_generator.run_validation = self._run_validation
 
-    def _run_validation(self, round_index, temperature, n_samples, **kw):
+    def _run_validation(self, round_index, temperature, n_samples, generate_kwargs):
         self.val_calls.append((round_index, temperature, n_samples))
         return [dict(won=w, failed=f, score=float(w), steps=[{}] * 3) for w, f in self.rounds.pop(0)]
 
