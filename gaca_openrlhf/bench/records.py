@@ -16,7 +16,8 @@ after N RL iterations: the learning curve).
 
 ``render`` replaces the text between ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->`` in README.md with the
 table of ``results/NAME``; without ``--write`` it exits 1 when the README disagrees (tests/gaca_openrlhf/bench/
-test_records.py runs it). ``<!-- choice:KEY:NAME1,NAME2 -->`` blocks get the choice of setting KEY on the
+test_records.py runs it). ``<!-- audit:NAME -->`` blocks get a committed credit audit's ``audit.md``.
+``<!-- choice:KEY:NAME1,NAME2 -->`` blocks get the choice of setting KEY on the
 validation panel among those records (:mod:`.choice`); ``<!-- chosen:KEY:NAME1,NAME2 -->`` blocks the compare with
 each method at its chosen value (:func:`render_chosen`). Games are paired by their identity (task folder/trial), not
 by where a machine keeps its data. Intervals: :mod:`gaca_openrlhf.report.stats` (crossed bootstrap over training seeds and
@@ -418,8 +419,22 @@ CHOICE_MARK = re.compile(r"(<!-- choice:(\w+):([\w.,-]+) -->\n)(.*?)(<!-- /choic
 CHOSEN_MARK = re.compile(r"(<!-- chosen:(\w+):([\w.,-]+) -->\n)(.*?)(<!-- /chosen:\2 -->)", re.S)
 
 
+#: a committed credit audit (``python -m gaca_openrlhf.diagnostics.audit_command --out results/NAME``): its own
+#: ``audit.md``, written from its ``audit.json``: ``<!-- audit:NAME -->``
+AUDIT_MARK = re.compile(r"(<!-- audit:([\w./-]+) -->\n)(.*?)(<!-- /audit:\2 -->)", re.S)
+
+
+def render_audit(rec_dir: Path) -> str:
+    """The README section of a committed audit: its ``audit.md`` (heading levels lowered under the README's)."""
+    if not (rec_dir / "audit.json").is_file() or not (rec_dir / "audit.md").is_file():
+        raise FileNotFoundError(f"README cites the audit {rec_dir}, which has no audit.json + audit.md")
+    lines = (rec_dir / "audit.md").read_text().strip().splitlines()
+    return "\n".join("###" + ln if ln.startswith("#") else ln for ln in lines)
+
+
 def render_readme(text: str, results: Path) -> str:
-    """``text`` with every marked block replaced by its record's table (and every choice block by its choice)."""
+    """``text`` with every marked block replaced by its record's table (and every choice block by its choice, every
+    audit block by its audit's markdown)."""
     def sub(m: re.Match) -> str:
         rec_dir = results / m.group(2)
         if not (rec_dir / "record.json").is_file():
@@ -435,6 +450,10 @@ def render_readme(text: str, results: Path) -> str:
     def sub_chosen(m: re.Match) -> str:
         return m.group(1) + render_chosen(results, m.group(3).split(","), m.group(2)) + "\n" + m.group(5)
 
+    def sub_audit(m: re.Match) -> str:
+        return m.group(1) + render_audit(results / m.group(2)) + "\n" + m.group(4)
+
+    text = AUDIT_MARK.sub(sub_audit, text)
     return CHOSEN_MARK.sub(sub_chosen, CHOICE_MARK.sub(sub_choice, MARK.sub(sub, text)))
 
 

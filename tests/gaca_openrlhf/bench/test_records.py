@@ -154,3 +154,19 @@ def test_machine_line_names_each_phase_dtype_where_the_run_recorded_them(monkeyp
     for forced in ("bf16", "fp32"):  # run.json reads what train_ppo's auto resolves to on this machine
         monkeypatch.setenv(CPU_DTYPE_ENV, forced)
         assert phase_dtypes() == {"sft": "fp32", "rl": forced, "eval": "fp32"}
+
+
+def test_audit_blocks_render_the_committed_audit_markdown(tmp_path):
+    """``<!-- audit:NAME -->`` takes results/NAME/audit.md (headings moved under the README's); a README citing an
+    audit without its audit.json fails. Catches: the block left stale, an uncommitted audit cited."""
+    rec = tmp_path / "results" / "audit_x"
+    rec.mkdir(parents=True)
+    (rec / "audit.json").write_text("{}")
+    (rec / "audit.md").write_text("## Credit audit\n\n| estimator | sign agreement |\n|---|---|\n| grpo | 0.61 |\n")
+    text = "intro\n<!-- audit:audit_x -->\nold numbers\n<!-- /audit:audit_x -->\nend\n"
+    out = records.render_readme(text, tmp_path / "results")
+    assert "old numbers" not in out and "##### Credit audit" in out and "| grpo | 0.61 |" in out
+    assert records.render_readme(out, tmp_path / "results") == out  # stable: rendering again changes nothing
+    (rec / "audit.json").unlink()
+    with pytest.raises(FileNotFoundError, match="no audit.json"):
+        records.render_readme(text, tmp_path / "results")
