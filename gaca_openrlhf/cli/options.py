@@ -38,12 +38,24 @@ def _default(f: dataclasses.Field) -> Any:
     return None
 
 
+def parse_bool(text: str) -> bool:
+    """A boolean option's value: true/false, 1/0, yes/no (any case); anything else is an argparse error."""
+    value = str(text).strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
 def option_spec(f: dataclasses.Field, hint, with_defaults: bool = True) -> dict:
     """``add_argument`` keywords for field ``f`` of type ``hint``.
 
-    ``int``/``float`` parse as such; a ``list[T]`` takes one or more values; everything else (``str``, ``bool``,
-    ``Literal``, ``dict``) stays text for the config to read (a ``dict`` as JSON), as the configs' own validation
-    expects. Without ``with_defaults`` every option defaults to None (the config's default applies).
+    ``int``/``float`` parse as such, a ``bool`` as ``true|false`` (also ``1|0``, ``yes|no``; :func:`parse_bool`:
+    a bare string would make "false" true for code reading the option directly); a ``list[T]`` takes one or more
+    values; everything else (``str``, ``Literal``, ``dict``) stays text for the config to read (a ``dict`` as JSON),
+    as the configs' own validation expects. Without ``with_defaults`` every option defaults to None (the config's
+    default applies).
     """
     hint = _unwrap_optional(hint)
     spec: dict = {"help": f.metadata.get("help", "")}
@@ -54,6 +66,8 @@ def option_spec(f: dataclasses.Field, hint, with_defaults: bool = True) -> dict:
         origin = hint
     if origin in (int, float):
         spec["type"] = origin
+    if origin is bool:
+        spec["type"] = parse_bool
     if "choices" in f.metadata:
         spec["choices"] = list(f.metadata["choices"])
     spec["default"] = _default(f) if with_defaults else None

@@ -17,6 +17,7 @@ from openrlhf.trainer.ray.launcher import ReferenceModelActor, RewardModelActor
 from openrlhf.trainer.ray.ppo_critic import CriticModelActor
 from openrlhf.utils import get_strategy
 
+from gaca_openrlhf.progress_lines import ProgressLines
 from gaca_openrlhf.rollout.config import RolloutConfig
 
 from . import backends
@@ -25,7 +26,7 @@ from .ppo_trainer import GacaPPOTrainerActor
 from .progress import progress_key, read_progress
 from .startup import DEFAULT_TIMEOUT_S, Deadline, StartupError, Wait, describe_failure, startup_timeout_s, \
     wait_for_startup
-from .watch import wait_for_fit
+from .watch import iteration_progress, wait_for_fit
 
 
 def worker_env_vars(args) -> dict:
@@ -141,8 +142,12 @@ def train(args) -> None:
     load_models(args, strategy, actors, backend)
     try:  # not a plain ray.get: a rank or engine that dies mid-run would leave the others waiting for it forever
         key = progress_key(actors.trainer._actor_id.hex())  # the trainer publishes its phases there
+        on_mark = None
+        if args.run.progress_lines and args.run.max_iterations > 0:  # a parent's progress line (the quickstart's)
+            on_mark = iteration_progress(args.run.max_iterations, ProgressLines("rl", every_s=0.0))
         wait_for_fit(Wait(actors.trainer.fit.remote(), "the trainer's fit", actors.trainer), watched_actors(actors),
-                     ray_api=ray, progress=lambda: read_progress(key), stall_s=args.run.stall_timeout_s)
+                     ray_api=ray, progress=lambda: read_progress(key), stall_s=args.run.stall_timeout_s,
+                     on_mark=on_mark)
     finally:
         backend.finish(actors)
     ray.get(actors.actor.async_save_model())

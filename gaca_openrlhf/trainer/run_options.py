@@ -16,7 +16,7 @@ from typing import Optional
 #: the namespace these options had before (``--gaca.backend`` ...): kept as a deprecated alias of ``--run.*``
 MOVED_FROM = "gaca"
 #: options added after the move: they never had a ``--gaca.*`` name, so they get no deprecated alias
-NEVER_MOVED = ("stall_timeout_s",)
+NEVER_MOVED = ("stall_timeout_s", "progress_lines")
 BACKENDS = ("auto", "cpu", "gpu", "rehearsal")
 
 
@@ -46,6 +46,9 @@ class RunOptions:
         "stop with an error when the trainer stays this long in one phase of an iteration (rollout, experience, "
         "training, weight sync, checkpoint) while every actor is alive: a hung collective or engine "
         "(gaca_openrlhf/trainer/progress.py); 0: no limit")})
+    progress_lines: bool = field(default=False, metadata={"help": (
+        "print '[gaca-progress] rl <iterations done>/<--run.max_iterations>' on the driver's stdout as iterations end "
+        "(for a parent process's progress line and time estimate, e.g. the quickstart's; gaca_openrlhf/progress_lines.py)")})
     dump_dir: Optional[str] = field(default=None, metadata={
         "help": "save each iteration's StepBatch and advantages here (tests/debugging)"})
     logprob_chunk_size: int = field(default=0, metadata={"help": (

@@ -33,13 +33,15 @@ class RunFailure(RuntimeError):
 def wait_for_fit(fit: Wait, watched: Sequence[Wait], *, poll_s: float = POLL_S, ray_api=ray,
                  state_of: Callable[[Any], Optional[tuple]] = actor_state,
                  progress: Optional[Callable[[], Optional[Mark]]] = None, stall_s: float = 0.0,
-                 clock: Callable[[], float] = time.monotonic) -> Any:
+                 clock: Callable[[], float] = time.monotonic,
+                 on_mark: Optional[Callable[[Mark], None]] = None) -> Any:
     """The value of ``fit.ref`` (the trainer's ``fit``; its error when it raises); a :class:`RunFailure` as soon
     as its actor or one of ``watched`` (``Wait`` entries whose ``ref`` is unused: the other actors) is found
     ``DEAD``, or when ``progress()`` (the trainer's last published :class:`~.progress.Mark`) has not changed for
     ``stall_s`` seconds of ``clock`` (0: no stall check; counted from the first mark seen, so a store that cannot be
     read never stops a run).
 
+    ``on_mark(mark)`` is called with each new mark (a progress display: :func:`iteration_progress`).
     ``ray_api`` (``ray.wait``/``ray.get``), ``state_of`` (:func:`~.startup.actor_state`) and ``clock`` are
     parameters for the tests."""
     actors = [w for w in (fit, *watched) if w.actor is not None]
@@ -56,12 +58,29 @@ def wait_for_fit(fit: Wait, watched: Sequence[Wait], *, poll_s: float = POLL_S, 
                 return ray_api.get(fit.ref)
             w, cause = dead
             raise RunFailure(_message(w, cause or "no cause recorded", "died during training"))
-        if stall_s > 0 and progress is not None:  # all alive: is the trainer still moving?
+        if progress is not None and (stall_s > 0 or on_mark is not None):  # all alive: is the trainer moving?
             mark = progress()
             if mark is not None and mark != last:
                 last, since = mark, clock()
-            elif last is not None and clock() - since > stall_s:
+                if on_mark is not None:
+                    on_mark(mark)
+            elif stall_s > 0 and last is not None and clock() - since > stall_s:
                 raise RunFailure(_stall_message(last, clock() - since, stall_s))
+
+
+def iteration_progress(total: int, report: Callable[[int, int], None]) -> Callable[[Mark], None]:
+    """An ``on_mark`` for :func:`wait_for_fit`: ``report(iterations done, total)`` each time the count of finished
+    iterations changes (an iteration is finished once its checkpoint phase is entered, or when fit is done)."""
+    shown = [None]
+
+    def on_mark(mark: Mark) -> None:
+        done = mark.iteration if mark.phase in ("checkpoint", "done") else max(0, mark.iteration - 1)
+        done = min(done, total)
+        if done != shown[0]:
+            shown[0] = done
+            report(done, total)
+
+    return on_mark
 
 
 def _first_dead(actors: Sequence[Wait], state_of) -> Optional[tuple]:

@@ -54,6 +54,10 @@ def test_quickstart_smoke_from_empty_caches():
     # built from scratch into the private cache, not the user's
     assert any((cache / "quickstart").glob("warm-alfworld-smoke/config.json"))
     assert (out / "logs" / "rl-gaca_seed0.log").stat().st_size > 0
+    # the RL phase's progress (iterations done) reached the status line's reader (train_ppo --run.progress_lines)
+    rl_progress = [ln for ln in (out / "logs" / "rl-gaca_seed0.log").read_text().splitlines()
+                   if ln.startswith("[gaca-progress] rl ")]
+    assert rl_progress and rl_progress[-1] == "[gaca-progress] rl 2/2", rl_progress
 
     # --resume on the same folder: a compare that adds GRPO reuses the warm start's evaluation and the finished GACA
     # run (its log is not touched), and runs only what is new

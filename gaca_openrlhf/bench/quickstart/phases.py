@@ -123,6 +123,7 @@ def rl_command(cfg: QuickstartConfig, st: State, run_dir: Path, method: str, see
         "--ds.attn_implementation", "sdpa", "--run.max_iterations", str(cfg.rl_iterations),
         "--env.name", cfg.env, "--env.max_steps", str(cfg.max_steps), "--env.validity", cfg.rl_validity,
         "--ckpt.output_dir", str(run_dir), "--ckpt.path", str(run_dir / "ckpt"),
+        "--run.progress_lines", "true",  # iterations done, for the status line's time estimate
     ]
     if cfg.val_every > 0 and cfg.val_games > 0:  # HF checkpoints for the validation curve (no DeepSpeed states)
         cmd += ["--ckpt.save_steps", str(cfg.val_every), "--ckpt.save_hf", "--ckpt.disable_ds", "--ckpt.max_num",
@@ -164,7 +165,7 @@ def phase_rl(cfg: QuickstartConfig, st: State, out: Path, con: Console, method: 
         run_dir.mkdir(parents=True)
         (run_dir / "command.txt").write_text(shlex.join(cmd) + "\n")
         start = time.time()
-        run_logged(cmd, con.log_dir / f"rl-{label}.log", env=child_env())
+        run_logged(cmd, con.log_dir / f"rl-{label}.log", env=child_env(), on_progress=con.progress)
         if not (run_dir / "config.json").is_file():
             raise PhaseError(f"the RL run wrote no model to {run_dir}; see {con.log_dir / f'rl-{label}.log'}")
         (run_dir / WALL_TIME_FILE).write_text(f"{time.time() - start:.1f}\n")

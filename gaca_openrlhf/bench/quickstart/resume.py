@@ -56,12 +56,30 @@ def reusable_eval(cfg: QuickstartConfig, out_dir: Path, model: str, seeds, extra
     return True
 
 
+#: train_ppo flags that change what a run prints, not what it trains: a run recorded without them is reused
+DISPLAY_ONLY_FLAGS = ("--run.progress_lines",)
+
+
 def same_train_command(recorded: list[str], cmd: list[str]) -> bool:
     """Whether two ``train_ppo`` argument lists run the same: equal once every deprecated option name is spelt with
-    its new name (``--gaca.mini_batch_steps`` is ``--run.mini_batch_steps``: train_ppo's own alias table), so a run
-    recorded before a rename is not trained again."""
+    its new name (``--gaca.mini_batch_steps`` is ``--run.mini_batch_steps``: train_ppo's own alias table) and the
+    display-only flags (:data:`DISPLAY_ONLY_FLAGS`) left out, so a run recorded before a rename is not trained again."""
     renamed = deprecated_flags()
-    return with_new_names(recorded, renamed) == with_new_names(cmd, renamed)
+    return _without_display_flags(with_new_names(recorded, renamed)) == _without_display_flags(with_new_names(cmd, renamed))
+
+
+def _without_display_flags(args: list[str]) -> list[str]:
+    """``args`` without the :data:`DISPLAY_ONLY_FLAGS` and their values."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in DISPLAY_ONLY_FLAGS:
+            skip = True
+            continue
+        out.append(a)
+    return out
 
 
 def reusable_run(cfg: QuickstartConfig, run_dir: Path, cmd: list[str], warm: str) -> bool:

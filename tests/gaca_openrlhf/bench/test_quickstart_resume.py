@@ -57,9 +57,11 @@ def test_a_finished_run_of_the_same_command_is_reused(tmp_path):
 def _old_spelling(cmd, values):
     """``cmd`` as recorded before the trainer options moved to ``--run.*``: ``--gaca.<option>``, with ``values``
     (option -> value) changed."""
+    from gaca_openrlhf.trainer.run_options import deprecated_flags
+
     out = list(cmd)
     for i, arg in enumerate(cmd):
-        if arg.startswith("--run."):
+        if arg.startswith("--run.") and f"--gaca.{arg.removeprefix('--run.')}" in deprecated_flags():
             name = arg.removeprefix("--run.")
             out[i] = f"--gaca.{name}"
             out[i + 1] = values.get(name, out[i + 1])
@@ -83,6 +85,22 @@ def test_a_run_recorded_with_the_deprecated_option_names_is_reused(tmp_path):
     # only the moved options have an old name: --gaca.<anything else> stays another option
     (run_dir / "command.txt").write_text(shlex.join(cmd[:-2] + ["--gaca.alpha", "cpu"]) + "\n")
     assert not reusable_run(cfg, run_dir, cmd[:-2] + ["--run.alpha", "cpu"], st.warm)
+
+
+def test_a_run_recorded_without_the_progress_lines_flag_is_reused(tmp_path):
+    """--run.progress_lines changes what train_ppo prints, not what it trains: a run recorded before the quickstart
+    passed it is reused; any other difference still is not. Catches: every earlier run trained again, or the flag's
+    value taken for an option of its own."""
+    cfg = cfg_of("--compare")
+    st, run_dir, cmd = finished_run(tmp_path, cfg)
+    i = cmd.index("--run.progress_lines")
+    assert cmd[i + 1] == "true"
+    (run_dir / "command.txt").write_text(shlex.join(cmd[:i] + cmd[i + 2:]) + "\n")
+    assert reusable_run(cfg, run_dir, cmd, st.warm)
+    other = cmd[:i] + cmd[i + 2:]
+    other[other.index("--run.max_iterations") + 1] = "9"
+    (run_dir / "command.txt").write_text(shlex.join(other) + "\n")
+    assert not reusable_run(cfg, run_dir, cmd, st.warm)
 
 
 def test_an_unfinished_or_stale_run_is_not_reused(tmp_path):

@@ -102,11 +102,12 @@ def test_run_options_reach_args_run():
     """Catches: a --run.* value or default not at args.run.<field>, or a type lost."""
     args = _parse("--run.mini_batch_steps", "8", "--run.max_iterations", "3", "--run.metrics_dir", "/m",
                   "--run.max_logprob_gap", "0.5", "--run.dump_dir", "/d", "--run.logprob_chunk_size", "16",
-                  "--run.gap_probe_samples", "2", "--run.backend", "cpu", "--run.stall_timeout_s", "90")
+                  "--run.gap_probe_samples", "2", "--run.backend", "cpu", "--run.stall_timeout_s", "90",
+                  "--run.progress_lines", "true")
     assert vars(args.run) == {"backend": "cpu", "mini_batch_steps": 8, "updates_per_iteration": 0,
                               "max_iterations": 3, "metrics_dir": "/m", "gap_probe_samples": 2,
-                              "max_logprob_gap": 0.5, "stall_timeout_s": 90.0, "dump_dir": "/d",
-                              "logprob_chunk_size": 16}
+                              "max_logprob_gap": 0.5, "stall_timeout_s": 90.0, "progress_lines": True,
+                              "dump_dir": "/d", "logprob_chunk_size": 16}
     assert vars(_parse().run) == dataclasses.asdict(RunOptions())
 
 
@@ -127,7 +128,7 @@ def test_the_deprecation_table_covers_every_moved_option_and_only_those():
     """Catches: a moved trainer option with no old name kept, an alias pointing at no option, or an old name that
     is a real option too."""
     assert deprecated_flags() == {f"--gaca.{name}": f"--run.{name}" for name in OLD_RUN}
-    assert set(OLD_RUN) | {"stall_timeout_s"} == set(run_option_names())  # added after the move: no old name
+    assert set(OLD_RUN) | {"stall_timeout_s", "progress_lines"} == set(run_option_names())  # added after the move
     assert {new.removeprefix("--run.") for new in deprecated_flags().values()} <= _options("run")
     assert not {old.removeprefix("--gaca.") for old in deprecated_flags()} & _options("gaca")
 

@@ -155,3 +155,27 @@ def test_a_death_is_reported_before_a_stall():
         wait_for_fit(Wait("fit-ref", "the trainer's fit", "trainer"), [Wait(None, "policy rank 1", "r1")],
                      poll_s=0.01, ray_api=FakeRay(polls=None), state_of=lambda h: ("DEAD", "") if h == "r1" else None,
                      progress=lambda: Mark("training", 1, 1, 0.0), stall_s=1e-9, clock=iter(range(10**6)).__next__)
+
+
+def test_iteration_progress_reports_each_finished_iteration_once():
+    """--run.progress_lines: the driver turns the trainer's marks into 'iterations done' once per change, also with
+    the stall check off. Catches: an iteration counted done at its rollout, repeated lines, nothing without a stall
+    limit."""
+    from gaca_openrlhf.trainer.watch import iteration_progress
+
+    phases = [("start", 0), ("rollout", 1), ("experience", 1), ("training", 1), ("sync", 1), ("checkpoint", 1),
+              ("rollout", 2), ("training", 2), ("checkpoint", 2), ("done", 2)]
+    marks = [Mark(p, i, seq, 0.0) for seq, (p, i) in enumerate(phases)]
+    seen = []
+    clock = Clock(1.0)
+    polled = []
+
+    def on_wait(n):
+        clock.t += 1.0
+        polled.append(n)
+
+    fake = FakeRay(polls=len(marks), on_wait=on_wait)
+    wait_for_fit(Wait("fit-ref", "the trainer's fit", "trainer"), [], poll_s=0.01, ray_api=fake,
+                 state_of=lambda h: None, progress=lambda: marks[min(len(polled) - 1, len(marks) - 1)],
+                 stall_s=0, clock=clock, on_mark=iteration_progress(2, lambda d, t: seen.append((d, t))))
+    assert seen == [(0, 2), (1, 2), (2, 2)]
