@@ -5,7 +5,7 @@ decide (mixed outcomes across its episodes), and compare the same games, episode
 
 ``select``: from evaluation results of the warm start (``python -m gaca_openrlhf.eval --episodes-per-task K``), the
 games won in some but not all of their K episodes; the ``--num`` of them whose ids hash lowest (a choice that depends
-on nothing but the ids), written as an ALFWorld panel JSON (``--panel``, for the evaluations) and a task file
+on nothing but the ids), written as a panel JSON (``--panel``, for the evaluations) and a task file
 (``--tasks``, ``train_ppo --data.prompt_dataset``), ids relative to ``--data-root``.
 
 ``compare``: two evaluation results of the same panel, episodes and seed (before / after), paired by (game, episode):
@@ -112,12 +112,13 @@ def main(argv=None) -> int:
             if len(games) < args.num:
                 raise ValueError(f"only {len(games)} mixed-outcome games in {args.results} (--num {args.num})")
             games = games[: args.num]
-            from agents.alfworld.panels import save_panel
             from gaca_openrlhf.rollout.tasks import write_tasks
 
-            save_panel({"name": "fixed_mixed", "split": "train", "num_games": len(games),
-                        "selection": {"from": os.path.basename(args.results), "rule": "mixed outcomes, lowest SHA-256"},
-                        "games": games}, args.panel)
+            os.makedirs(os.path.dirname(os.path.abspath(args.panel)), exist_ok=True)
+            with open(args.panel, "w") as f:  # a panel file (the evaluation's --panel FILE: a "games" list)
+                json.dump({"name": "fixed_mixed", "split": "train", "num_games": len(games),
+                           "selection": {"from": os.path.basename(args.results),
+                                         "rule": "mixed outcomes, lowest SHA-256"}, "games": games}, f, indent=1)
             write_tasks(games, args.tasks)
             print(json.dumps({"mixed_games": len(mixed_games(eps)), "selected": len(games)}))
         else:

@@ -88,8 +88,8 @@ class RolloutConfig:
     # trainer scores every step estimator's advantages on the iteration's batch against it (audit/* metrics)
     credit_audit: str = field(default="auto", metadata={"choices": CREDIT_AUDIT_MODES, "help": (
         "log the credit audit of every iteration's batch (audit/*: every step estimator's advantages scored against "
-        "the environment's oracle progress): 'auto' where the environment has an oracle (WebShop: where its server "
-        "exposes goals), 'on' (an error where it has none), 'off'")})
+        "the environment's oracle progress): 'auto' where the environment has an oracle and can report it (a "
+        "server-backed one only where its server exposes goals), 'on' (an error where it has none), 'off'")})
 
     def __post_init__(self) -> None:
         check_invalid_action(self.invalid_action)
