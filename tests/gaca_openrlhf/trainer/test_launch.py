@@ -672,8 +672,9 @@ def test_train_watches_every_rank_and_engine_while_fit_runs(rig, monkeypatch):
     others, which wait in a collective for it), or a model group / the engines / the trainer left out of the watch."""
     seen = {}
 
-    def fake_wait_for_fit(fit, watched, ray_api=None, progress=None, stall_s=None):
+    def fake_wait_for_fit(fit, watched, ray_api=None, progress=None, stall_s=None, on_mark=None):
         seen["fit"], seen["watched"], seen["progress"], seen["stall_s"] = fit, watched, progress, stall_s
+        seen["on_mark"] = on_mark
         return ray_api.get(fit.ref)
 
     monkeypatch.setattr(launch, "wait_for_fit", fake_wait_for_fit)
@@ -691,4 +692,5 @@ def test_train_watches_every_rank_and_engine_while_fit_runs(rig, monkeypatch):
     published = []
     monkeypatch.setattr(launch, "read_progress", lambda key: published.append(key) or "mark")
     assert seen["progress"]() == "mark" and published == ["gaca/progress/trainer-actor-id"]
+    assert seen["on_mark"] is None  # no progress lines unless asked (--run.progress_lines true)
 
