@@ -49,6 +49,10 @@ def wait_for_fit(fit: Wait, watched: Sequence[Wait], *, poll_s: float = POLL_S, 
     while True:
         ready, _ = ray_api.wait([fit.ref], num_returns=1, timeout=poll_s)
         if ready:
+            if on_mark is not None and progress is not None:  # the last marks ("done") may fall between polls
+                mark = progress()
+                if mark is not None and mark != last:
+                    on_mark(mark)
             return ray_api.get(fit.ref)  # fit's own error is raised as it is, with its traceback
         dead = _first_dead(actors, state_of)
         if dead is not None:

@@ -179,3 +179,12 @@ def test_iteration_progress_reports_each_finished_iteration_once():
                  state_of=lambda h: None, progress=lambda: marks[min(len(polled) - 1, len(marks) - 1)],
                  stall_s=0, clock=clock, on_mark=iteration_progress(2, lambda d, t: seen.append((d, t))))
     assert seen == [(0, 2), (1, 2), (2, 2)]
+
+    # a short run: fit returns between two polls; the final count still comes from the last mark ("done")
+    seen.clear()
+    published = [Mark("start", 0, 0, 0.0)]
+    fake = FakeRay(polls=1, on_wait=lambda n: n == 2 and published.append(Mark("done", 2, 9, 0.0)))
+    wait_for_fit(Wait("fit-ref", "the trainer's fit", "trainer"), [], poll_s=0.01, ray_api=fake,
+                 state_of=lambda h: None, progress=lambda: published[-1], stall_s=0,
+                 on_mark=iteration_progress(2, lambda d, t: seen.append((d, t))))
+    assert seen == [(0, 2), (2, 2)]
