@@ -30,7 +30,7 @@ from agents.prompts import StepMemory, encode_step_prompt, fit_prompt, render_st
 from agents.registry import make_env, prompt_template
 from gaca_openrlhf.advantages.hashing import hash_anchor
 from gaca_openrlhf.rollout.config import VALIDATION_ROUND_KEY, RolloutConfig
-from gaca_openrlhf.seeding import derive_seed
+from gaca_openrlhf.seeding import derive_seed, game_identity
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +80,10 @@ class AgentExecutor(AgentExecutorBase):
         key = task if val_round is None else ("validation", val_round, task)
         k = self._episodes_of_task[key]
         self._episodes_of_task[key] += 1
-        episode_seed = derive_seed(cfg.seed, task, k) if val_round is None else derive_seed(cfg.seed, "validation",
-                                                                                           task, k)
+        # (validation panels may list games by absolute path: their seeds come from the game's identity, so moving the
+        # data folder changes nothing, as for evaluation: gaca_openrlhf.seeding.eval_episode_seed)
+        episode_seed = derive_seed(cfg.seed, task, k) if val_round is None else derive_seed(
+            cfg.seed, "validation", game_identity(task), k)
         out = dict(prompt=prompt, label=label, steps=[], failed=False, error="", won=False, score=0.0,
                    task_type="", traj_uid=episode_seed, env_seconds=0.0, gen_seconds=0.0)
         env = None

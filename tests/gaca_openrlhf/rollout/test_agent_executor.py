@@ -275,3 +275,20 @@ def test_validation_rounds_replay_the_same_seeds():
     assert first == second and len(set(first)) == 2
     assert not set(first) & set(train)
     assert seeds(ex) != train  # training's own count goes on (its next episodes get new seeds)
+
+
+def test_validation_seeds_do_not_depend_on_where_the_games_live():
+    """A validation panel lists games by absolute path (the quickstart's lie under $GACA_CACHE): the same game under
+    two data folders gets the same episode seeds (``traj_uid``), a different game other ones. Catches the path in the
+    seed (the same model then scores differently when the cache moves)."""
+    from gaca_openrlhf.rollout.config import VALIDATION_ROUND_KEY
+
+    def uid(task):
+        ex = AgentExecutor(RolloutConfig(name="toy", max_new_tokens=64, prompt_max_len=4000))
+        params = _params()
+        params.extra_args = {VALIDATION_ROUND_KEY: 1}
+        return asyncio.run(ex.execute(task, "", params, 4096, FakeTokenizer(), FakeEngine([])))["traj_uid"]
+
+    game = "json_2.1.1/valid_seen/pick_and_place_simple-Bowl-None-Shelf-304/trial_G0_000089_00"
+    assert uid("/home/a/.cache/" + game) == uid("/tmp/elsewhere/" + game)
+    assert uid("/home/a/.cache/" + game) != uid("/home/a/.cache/" + game.replace("000089", "000090"))
