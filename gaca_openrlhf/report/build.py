@@ -33,6 +33,10 @@ def score_title() -> str:
     return f"Training score ({'; '.join(parts)})"
 
 
+#: plots of series logged only on some iterations (drawn point to point)
+SPARSE_PLOTS = ("validation.png",)
+
+
 def line_plots() -> dict:
     """file name -> (title, [(metric key, y label)])"""
     return {
@@ -51,6 +55,9 @@ def line_plots() -> dict:
                                               ("train/grad_norm_max", "grad norm, max over updates"),
                                               ("actor_lr", "learning rate")]),
         "episode_length.png": ("Episode length", [("rollout/num_steps", "steps per episode")]),
+        # validation during training (issue 37, train_ppo --eval.dataset): logged every --eval.steps iterations
+        "validation.png": ("Validation during training (held-out panel, evaluation temperature, fixed seeds)", [
+            ("val/success_rate", "validation success"), ("val/num_steps", "steps per episode")]),
         "timings.png": ("Time per iteration", [("timing/generation", "generation (s)"),
                                                ("timing/environment", "environment (s)"),
                                                ("timing/experience", "experience (s)"),
@@ -101,7 +108,8 @@ def _no_data(ax, what: str) -> None:
     ax.text(0.5, 0.5, f"no data: {what}", ha="center", va="center", transform=ax.transAxes, color="gray")
 
 
-def _line_plot(runs: list[Run], path: str, title: str, panels: list[tuple[str, str]], smooth: bool) -> None:
+def _line_plot(runs: list[Run], path: str, title: str, panels: list[tuple[str, str]], smooth: bool,
+               sparse: bool = False) -> None:
     plt = _plt()
     from matplotlib.ticker import MaxNLocator
 
@@ -117,7 +125,10 @@ def _line_plot(runs: list[Run], path: str, title: str, panels: list[tuple[str, s
             if not any(_fin(v) for v in y):
                 continue
             color = f"C{j % 10}"
-            if smooth and len(y) > SMOOTH:
+            if sparse:  # logged every N iterations (validation): join the points that exist
+                pts = [(a, b) for a, b in zip(x, y) if _fin(b)]
+                ax.plot([a for a, _ in pts], [b for _, b in pts], color=color, marker="o", label=run.name)
+            elif smooth and len(y) > SMOOTH:
                 ax.plot(x, y, color=color, alpha=0.25, linewidth=0.8)
                 ax.plot(x, moving_average(y, SMOOTH), color=color, label=f"{run.name} (avg {SMOOTH})")
             else:
@@ -169,7 +180,7 @@ def make_plots(runs: list[Run], out_dir: str) -> list[str]:
     written = []
     for name, (title, panels) in line_plots().items():
         path = os.path.join(out_dir, name)
-        _line_plot(runs, path, title, panels, smooth=name == "success_rate.png")
+        _line_plot(runs, path, title, panels, smooth=name == "success_rate.png", sparse=name in SPARSE_PLOTS)
         written.append(path)
     types = sorted({t for r in runs for t in task_types(r)})
     if types:
@@ -323,6 +334,19 @@ def eval_records(run: Run) -> list[dict]:
     return rows
 
 
+def validation_summary(run: Run) -> dict | None:
+    """The run's validation rounds (``val/success_rate`` by iteration): first, last and best (the checkpoint the
+    trainer keeps as ``best_global_step<N>``; ties: the earlier round, as OpenRLHF keeps the first best), or None
+    when the run validated nothing."""
+    rounds = [(it, v) for it, v in zip(*run.series("val/success_rate")) if _fin(v)]
+    if not rounds:
+        return None
+    best = max(rounds, key=lambda r: (r[1], -r[0]))
+    return {"rounds": len(rounds), "first_iteration": rounds[0][0], "first": rounds[0][1],
+            "last_iteration": rounds[-1][0], "last": rounds[-1][1], "best_iteration": best[0], "best": best[1],
+            "episodes": _mean(run.series("val/num_episodes")[1])}
+
+
 def run_summary(run: Run) -> dict:
     """Numbers of one run (what the tables show), JSON-friendly (None for missing)."""
     def clean(x):
@@ -339,6 +363,7 @@ def run_summary(run: Run) -> dict:
         "final_lambda_mean": clean(final_value(run, "adv/lambda_mean")),
         "mean_iteration_seconds": clean(_mean(run.series("timing/step_total")[1])),
         "final_success_by_task_type": {t: clean(final_value(run, f"rollout/success_rate/{t}")) for t in task_types(run)},
+        "validation": validation_summary(run),
         "evals": eval_records(run),
     }
     groups, warnings = eval_groups(out["evals"])
@@ -391,6 +416,20 @@ def render_markdown(runs: list[Run], summaries: list[dict], plots: list[str], ou
         md += ["", f"### Training success by task type (%, final = last {FINAL_WINDOW} iterations)", ""]
         md.append(_table(["run"] + types, [[s["name"]] + [_pct(s["final_success_by_task_type"].get(t)) for t in types]
                                            for s in summaries]))
+    val_rows = [s for s in summaries if s.get("validation")]
+    if val_rows:
+        md += ["", "### Validation during training (`val/success_rate`, %)", "",
+               "The validation panel played by the training engines every `--eval.steps` iterations and after the "
+               "last (evaluation temperature, the same seeds every round); *best* is the round whose checkpoint the "
+               "trainer keeps (`best_global_step<N>`). A choice made here is made on validation, never on a test "
+               "panel.", ""]
+        md.append(_table(["run", "rounds", "episodes / round", "first (iteration)", "last (iteration)",
+                          "best (iteration)"],
+                         [[s["name"], str(v["rounds"]), f"{v['episodes']:.0f}",
+                           f"{_pct(v['first'])} ({v['first_iteration']:.0f})",
+                           f"{_pct(v['last'])} ({v['last_iteration']:.0f})",
+                           f"{_pct(v['best'])} ({v['best_iteration']:.0f})"]
+                          for s in val_rows for v in [s["validation"]]]))
     md += ["", "## Measured: evaluation (fixed panels and seeds, `python -m gaca_openrlhf.eval`)", ""]
     best_rows = [(s, b) for s in summaries for b in s["eval_best"]]
     if best_rows:

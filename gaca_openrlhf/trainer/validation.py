@@ -5,8 +5,9 @@ with real ALFWorld data, held-out *training* games, since ``valid_seen``/``valid
 the trainer run every task of it ``--eval.n_samples_per_prompt`` times (default 1) at ``--eval.temperature``
 (default 0.4, the evaluation temperature of verl-agent's recipe and of ``gaca_openrlhf.eval``) after every
 ``--eval.steps`` iterations (default 5, verl-agent's ``test_freq``) and after the last one. The episodes use the
-training rollout's executor and prompts, with seeds fixed across rounds: ``derive_seed(run seed, "validation", task,
-k)`` for the task's k-th episode of the round (``rollout.config.VALIDATION_ROUND_KEY`` marks a validation request), so two
+training rollout's executor and prompts, with seeds fixed across rounds: ``derive_seed(run seed, "validation",
+game_identity(task), k)`` for the task's k-th episode of the round (the game's identity, not its path: moving the
+data folder changes no seed) (``rollout.config.VALIDATION_ROUND_KEY`` marks a validation request), so two
 rounds differ only by the weights. Their figures go into the iteration's ``metrics.jsonl`` record as ``val/*``
 (:func:`validation_stats`) and the best checkpoint is chosen on ``val/success_rate`` (OpenRLHF's
 ``save_best_checkpoint``: ``best_global_step<N>``), never on a test panel.

@@ -46,6 +46,10 @@ def runs(tmp_path):
     gaca = [_record(i, 0.1 * (i % 10), 0.75, {"pick_and_place_simple": 0.5, "look_at_obj_in_light": 0.25})
             for i in range(1, 13)]
     gaca[3]["rollout/success_rate"] = None
+    # validation every 4 iterations (train_ppo --eval.dataset): rounds at 3, 7 and 11, 3 and 7 tied for best (the
+    # earlier kept, as OpenRLHF's best checkpoint)
+    for it, v in ((3, 0.5), (7, 0.5), (11, 0.25)):
+        gaca[it - 1].update({"val/success_rate": v, "val/num_steps": 9.0, "val/num_episodes": 64.0})
     gaca_dir = _write(tmp_path / "gaca", gaca, ['{"iteration": 13, "rollout/succ', "not json"])
     with open(os.path.join(gaca_dir, "metrics.jsonl"), "a") as f:  # resumed: iteration 12 again, last one wins
         f.write(json.dumps(_record(12, 0.9, 0.8, {"pick_and_place_simple": 1.0})) + "\n")
@@ -86,7 +90,8 @@ def test_report_end_to_end(runs, tmp_path, capsys):
                  "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     expected_plots = {"success_rate.png", "score.png", "lambda.png", "valid_action_ratio.png", "episode_length.png",
-                      "timings.png", "success_by_task_type.png", "eval.png", "learning_signal.png", "updates.png"}
+                      "timings.png", "success_by_task_type.png", "eval.png", "learning_signal.png", "updates.png",
+                      "validation.png"}
     assert set(summary["plots"]) == expected_plots
     for name in expected_plots:
         data = (out / name).read_bytes()
@@ -100,6 +105,9 @@ def test_report_end_to_end(runs, tmp_path, capsys):
     assert by["gaca"]["final_lambda_mean"] == pytest.approx((0.75 * 4 + 0.8) / 5)
     assert by["gaca"]["final_success_by_task_type"]["pick_and_place_simple"] == pytest.approx((0.5 * 4 + 1.0) / 5)
     assert by["gaca"]["final_success_by_task_type"]["look_at_obj_in_light"] == pytest.approx(0.25)
+    assert by["gaca"]["validation"] == {"rounds": 3, "first_iteration": 3, "first": 0.5, "last_iteration": 11,
+                                        "last": 0.25, "best_iteration": 3, "best": 0.5, "episodes": 64.0}
+    assert by["gigpo"]["validation"] is None
     assert by["gigpo"]["final_success"] == pytest.approx(0.2) and by["gigpo"]["final_lambda_mean"] is None
     assert by["gigpo"]["mean_iteration_seconds"] == pytest.approx(11.0)
     assert by["grpo"]["final_success"] == pytest.approx(0.05) and by["grpo"]["final_score"] is None
@@ -124,6 +132,8 @@ def test_report_end_to_end(runs, tmp_path, capsys):
     assert "| grpo | final | eval_id | 0.4 | 0, 1 | 50.00 | 12.50 | 17.68 |" in measured  # pop SD, then sample SD
     assert "| grpo | eval_id | 0.4 | 50.00 ± 12.50 | 2 | final | 50.00 ± 12.50 | 2 | 1 |" in measured
     assert "| grpo | final | eval_id | 0 | 25.00 | 50.00 |" in measured  # per task type, columns sorted
+    assert "| gaca | 3 | 64 | 50.00 (3) | 25.00 (11) | 50.00 (3) |" in measured  # validation rounds
+    assert "| gigpo | " not in measured.split("### Validation during training")[1].split("## Measured: evaluation")[0]
     assert "Generated data" not in md
     # paper numbers only in their own, labelled section
     assert "96.88" in reference and "NOT measured" in reference
@@ -272,7 +282,7 @@ def test_learning_signal_curves_are_drawn(tmp_path, monkeypatch):
                                              "rollout/off_list_frac": 0.3}) for i in (1, 2, 3)]
     run = load_run("r", _write(tmp_path / "r", recs))
     drawn = {}
-    monkeypatch.setattr(build, "_line_plot", lambda runs, path, title, panels, smooth: drawn.update(
+    monkeypatch.setattr(build, "_line_plot", lambda runs, path, title, panels, smooth, sparse=False: drawn.update(
         {key: runs[0].series(key)[1] for key, _ in panels}))
     (tmp_path / "out").mkdir()
     build.make_plots([run], str(tmp_path / "out"))
