@@ -54,24 +54,42 @@ def nonzero_share(advantage: torch.Tensor, tol: float = ZERO_TOL) -> float:
     return float((advantage.abs() > tol).double().mean()) if advantage.numel() else float("nan")
 
 
-def nonzero_share_by_estimator(batch: StepBatch, cfg: AdvantageConfig, estimators: Optional[Sequence[str]] = None,
-                               anchor_text: Optional[Sequence[str]] = None) -> dict[str, float]:
-    """{estimator: share of step samples with a non-zero advantage} on the same ``batch``, each estimator with
-    ``cfg``'s other fields (its own singleton rule under ``auto``). ``estimators`` defaults to every registered one
-    whose inputs the batch carries (EMPG needs ``batch.entropy``)."""
-    names = list(estimators) if estimators is not None else [
-        n for n in list_estimators() if batch.entropy is not None or not get_estimator(n).needs_entropy]
+def advantages_by_estimator(batch: StepBatch, cfg: AdvantageConfig, estimators: Optional[Sequence[str]] = None,
+                            anchor_text: Optional[Sequence[str]] = None) -> tuple[dict, dict]:
+    """Every registered estimator (or ``estimators``) on the same ``batch``, each with ``cfg``'s other fields (its own
+    singleton rule under ``auto``): ``({name: AdvantageResult}, {name: why it was not run})``. An estimator whose input
+    the batch lacks (EMPG without ``batch.entropy``, GACA without ``batch.nll``) is listed as skipped. Similarity
+    grouping clusters the anchors once for all of them. The trainer computes this once per iteration and hands it to
+    both the learning signal (:func:`nonzero_share_by_estimator`) and the credit audit
+    (:func:`gaca_openrlhf.diagnostics.credit_audit.credit_audit`)."""
+    names = list(estimators) if estimators is not None else list_estimators()
     if cfg.similarity_grouping and len(batch):  # cluster the anchors once, not once per estimator
         if anchor_text is None or len(anchor_text) != len(batch):
             raise ValueError("similarity_grouping needs the anchor text of every step (anchor_text=...)")
         batch = dataclasses.replace(batch, anchor_id=similarity_anchor_ids(
             anchor_text, batch.group_id, cfg.similarity_threshold, cfg.similarity_max_comparisons))
         cfg, anchor_text = dataclasses.replace(cfg, similarity_grouping=False), None
-    out = {}
+    results, skipped = {}, {}
     for name in names:
-        result = compute_advantages(batch, dataclasses.replace(cfg, estimator=name), anchor_text=anchor_text)
-        out[name] = nonzero_share(result.advantage)
-    return out
+        spec = get_estimator(name)
+        if spec.needs_entropy and batch.entropy is None:
+            skipped[name] = "needs StepBatch.entropy (the policy's full-vocabulary entropy)"
+        elif spec.needs_nll and batch.nll is None:
+            skipped[name] = "needs StepBatch.nll"
+        else:
+            results[name] = compute_advantages(batch, dataclasses.replace(cfg, estimator=name),
+                                               anchor_text=anchor_text)
+    return results, skipped
+
+
+def nonzero_share_by_estimator(batch: StepBatch, cfg: AdvantageConfig, estimators: Optional[Sequence[str]] = None,
+                               anchor_text: Optional[Sequence[str]] = None,
+                               results: Optional[dict] = None) -> dict[str, float]:
+    """{estimator: share of step samples with a non-zero advantage} on the same ``batch``: of ``results`` (an
+    :func:`advantages_by_estimator` of this batch) when given, else of every estimator the batch has inputs for."""
+    if results is None:
+        results, _ = advantages_by_estimator(batch, cfg, estimators, anchor_text)
+    return {name: nonzero_share(r.advantage) for name, r in results.items()}
 
 
 def token_weighted_mean(row_mean: torch.Tensor, tokens: torch.Tensor) -> float:

@@ -21,14 +21,14 @@ Pure PyTorch/NumPy: no Ray, vLLM or DeepSpeed.
 """
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from typing import Optional, Sequence
 
 import numpy as np
 import torch
 
-from gaca_openrlhf.advantages import AdvantageConfig, StepBatch, compute_advantages, get_estimator, list_estimators
+from gaca_openrlhf.advantages import AdvantageConfig, StepBatch
+from gaca_openrlhf.advantages.signals import advantages_by_estimator
 from gaca_openrlhf.report.stats import Interval
 
 from .ranks import spearman
@@ -177,31 +177,25 @@ def credit_audit(
     anchor_text: Optional[Sequence[str]] = None,
     n_boot: int = DEFAULT_BOOTSTRAP,
     seed: int = 0,
+    results: Optional[tuple] = None,
 ) -> dict:
     """Audit every registered step estimator (or ``estimators``) on ``batch`` against ``progress``.
 
     ``cfg`` holds the shared settings (gamma, normalisation, ...; its ``estimator`` is replaced by each name in
     turn), ``anchor_text`` is passed on for similarity grouping. An estimator whose input the batch lacks (EMPG
     without ``StepBatch.entropy``, GACA without ``nll``) is listed under ``"skipped"`` with the reason, not run.
+    ``results``: an :func:`~gaca_openrlhf.advantages.signals.advantages_by_estimator` of this batch, already computed
+    (the trainer's, shared with the learning signal), instead of computing the estimators again.
     Returns :func:`audit_advantages`'s dict plus ``"skipped"``."""
     cfg = cfg or AdvantageConfig()
-    names = list(estimators) if estimators is not None else list_estimators()
-    advantages, lambdas, skipped = {}, {}, {}
-    for name in names:
-        spec = get_estimator(name)
-        if spec.needs_entropy and batch.entropy is None:
-            skipped[name] = "needs StepBatch.entropy (the policy's full-vocabulary entropy)"
-            continue
-        if spec.needs_nll and batch.nll is None:
-            skipped[name] = "needs StepBatch.nll"
-            continue
-        res = compute_advantages(batch, dataclasses.replace(cfg, estimator=name), anchor_text=anchor_text)
-        advantages[name] = res.advantage.double().numpy()
-        if res.lambda_ is not None:
-            lambdas[name] = res.lambda_.double().numpy()
+    if results is None:
+        results = advantages_by_estimator(batch, cfg, estimators, anchor_text)
+    by_name, skipped = results
+    advantages = {name: r.advantage.double().numpy() for name, r in by_name.items()}
+    lambdas = {name: r.lambda_.double().numpy() for name, r in by_name.items() if r.lambda_ is not None}
     out = audit_advantages(advantages, progress, won, batch.group_id.numpy(), repeated_states(batch),
                            lambdas=lambdas, n_boot=n_boot, seed=seed)
-    out["skipped"] = skipped
+    out["skipped"] = dict(skipped)
     return out
 
 

@@ -23,7 +23,8 @@ from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.utils.logging_utils import init_logger
 
 from gaca_openrlhf.advantages import AdvantageConfig, StepBatch, compute_advantages, is_step_estimator, summary_metrics
-from gaca_openrlhf.advantages.signals import nonzero_share, nonzero_share_by_estimator, token_weighted_mean
+from gaca_openrlhf.advantages.signals import (advantages_by_estimator, nonzero_share, nonzero_share_by_estimator,
+                                             token_weighted_mean)
 from gaca_openrlhf.diagnostics.credit_audit import audit_metrics, credit_audit
 
 from .minibatch import balanced_sizes, token_budget_micro_batches
@@ -139,8 +140,11 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
         result = compute_advantages(batch, self.adv_config, anchor_text=texts)
         per_row = result.advantage.float()[row_pos]
         adv_seconds = time.time() - t0
-        signal = self.learning_signal(experiences, batch, result.advantage, texts)
-        signal.update(self.credit_audit_stats(experiences, batch, texts))
+        # every registered estimator on this batch, once: the learning signal's non-zero shares and the credit audit
+        # both read it (the trained estimator's own result above stays the one training uses)
+        shadows = advantages_by_estimator(batch, self.adv_config, anchor_text=texts)
+        signal = self.learning_signal(experiences, batch, result.advantage, texts, shadows=shadows)
+        signal.update(self.credit_audit_stats(experiences, batch, texts, shadows=shadows))
 
         start = 0
         for exp in experiences:
@@ -177,7 +181,7 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
         return experiences
 
     def learning_signal(self, experiences: List[Experience], batch: StepBatch, advantage: torch.Tensor,
-                        texts=None) -> dict:
+                        texts=None, shadows=None) -> dict:
         """Whether this iteration can teach the policy anything (issue 35), over the real samples (no padding copies):
 
         - ``policy/entropy``: mean per response token of pi_old's full-distribution entropy (the temperature-scaled
@@ -185,7 +189,9 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
           forward (OpenRLHF returns that one only with an entropy bonus configured);
         - ``adv/nonzero_frac``: share of step samples whose advantage is non-zero (the others give no gradient);
         - ``adv/nonzero_frac/<estimator>``: the same for every registered estimator on this batch (each a pure
-          vectorised function: milliseconds), so runs of one method show what another would have trained on.
+          vectorised function: milliseconds), so runs of one method show what another would have trained on;
+          from ``shadows`` (:func:`~gaca_openrlhf.advantages.signals.advantages_by_estimator` of this batch) when
+          given.
 
         Called before the padding copies' action masks are zeroed (their token counts are read here, then dropped).
         """
@@ -195,17 +201,19 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
             tokens = torch.cat([e.action_mask.sum(-1).reshape(-1) for e in experiences])
             entropy = torch.cat([e.info[ENTROPY_KEY].reshape(-1) for e in experiences])
             out["policy/entropy"] = token_weighted_mean(entropy[orig], tokens[orig])
-        shares = nonzero_share_by_estimator(batch, self.adv_config, anchor_text=texts)
+        shares = nonzero_share_by_estimator(batch, self.adv_config, anchor_text=texts,
+                                            results=shadows[0] if shadows is not None else None)
         out.update({f"adv/nonzero_frac/{name}": share for name, share in shares.items()})
         return out
 
-    def credit_audit_stats(self, experiences: List[Experience], batch: StepBatch, texts=None) -> dict:
+    def credit_audit_stats(self, experiences: List[Experience], batch: StepBatch, texts=None, shadows=None) -> dict:
         """The credit audit of this iteration's batch (docs/credit_audit.md §6): every registered step estimator
         (the trained one and the others as shadows) on the same rows, scored against the steps' oracle progress
         (``gaca/progress``, recorded by the rollout where the environment's oracle is on: ``--env.credit_audit``).
         ``audit/*`` keys (:func:`~gaca_openrlhf.diagnostics.credit_audit.audit_metrics`), ``audit/steps_with_progress``
         and ``audit/seconds``; nothing when no row carries progress (no oracle), only the count when none is
-        non-zero (a batch where no step changed the oracle's distance)."""
+        non-zero (a batch where no step changed the oracle's distance). ``shadows``: the estimators' results already
+        computed on this batch (see :meth:`learning_signal`)."""
         if "gaca/progress" not in experiences[0].info:
             return {}
         cat = lambda key: torch.cat([e.info[key].reshape(-1) for e in experiences])  # noqa: E731
@@ -221,7 +229,7 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
         won = cat("gaca/won")[orig].numpy() > 0.5
         try:
             result = credit_audit(batch, progress, won, self.adv_config, anchor_text=texts, n_boot=AUDIT_BOOTSTRAP,
-                                  seed=self.iteration)
+                                  seed=self.iteration, results=shadows)
         except Exception as e:  # a diagnostic must not stop a training run: said loudly, counted, not fatal
             logger.warning(f"[gaca] credit audit of iteration {self.iteration} failed: {e!r}")
             out["audit/failed"] = 1.0

@@ -82,3 +82,29 @@ def test_a_failing_audit_does_not_stop_training(monkeypatch):
     maker = _maker(dp=1, rollout_micro=4)
     out = maker.compute_advantages_and_returns(maker.split_rollout_samples(_batch()))
     assert maker.last_stats["audit/failed"] == 1.0 and all(e.advantages is not None for e in out)
+
+
+def test_each_estimator_runs_once_per_iteration(monkeypatch):
+    """The learning signal (``adv/nonzero_frac/<est>``) and the audit (``audit/<est>/*``) read one pass of every
+    estimator over the batch: each registered estimator is computed once, the trained one (GRPO here) once more for
+    training. Catches either consumer computing the estimators again (the audit had doubled the advantage cost)."""
+    import collections
+    import dataclasses
+
+    from gaca_openrlhf.advantages import registry
+
+    calls = collections.Counter()
+
+    def counting(spec):
+        def fn(*a, **kw):
+            calls[spec.name] += 1
+            return spec.fn(*a, **kw)
+        return dataclasses.replace(spec, fn=fn)
+
+    monkeypatch.setattr(registry, "_REGISTRY", {n: counting(s) for n, s in registry._REGISTRY.items()})
+    maker = _maker(dp=1, rollout_micro=4)
+    maker.compute_advantages_and_returns(maker.split_rollout_samples(_batch()))
+    stats = maker.last_stats
+    ran = {k.split("/")[2] for k in stats if k.startswith("adv/nonzero_frac/")}
+    assert ran and ran == {k.split("/")[1] for k in stats if k.startswith("audit/") and k.endswith("/sign_agree")}
+    assert dict(calls) == {name: 1 + (name == "grpo") for name in ran}
