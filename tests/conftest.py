@@ -96,3 +96,16 @@ def _no_leaked_ray():
         ray.shutdown()
         pytest.fail("this test left Ray initialized (an API such as ray.get_runtime_context() starts one when none "
                     "runs); it was shut down so that later tests get their own", pytrace=False)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """Keep Python's fault handler on through interpreter shutdown (pytest's own switches it off here): a native
+    crash after the last test (a library's teardown; CI once exited with SIGSEGV after "1539 passed") then prints
+    every thread's stack into the log instead of a bare "Segmentation fault"."""
+    import faulthandler
+
+    try:
+        faulthandler.enable(file=sys.__stderr__, all_threads=True)
+    except (AttributeError, ValueError, OSError):  # no usable stderr (closed or replaced)
+        pass
