@@ -350,9 +350,12 @@ run_preflight() {
   [[ ( "$REHEARSAL" == "1" && "$NUM_NODES" == "1" ) || "${GPU_PREFLIGHT:-1}" == "0" ]] && return 0
   local cmd=("$PY" -m gaca_openrlhf.preflight --num-nodes "$NUM_NODES" --gpus "$TOTAL_GPUS" --disk "$SAVE_PATH"
              --model "$MODEL" --ckpt-max-num "$CKPT_MAX_NUM" --host-ram --tp "$VLLM_TP" "$@")
-  # on every node (one Ray task each): GPUS_PER_NODE free GPUs with VLLM_MEM of their memory free (the rehearsal's
-  # GPUs are logical: no nvidia-smi), the model folder when it is a local one, host RAM against the memory plan
-  [[ "$REHEARSAL" == "1" ]] || cmd+=(--gpus-per-node "$GPUS_PER_NODE" --gpu-mem-share "$VLLM_MEM")
+  # on every node (one Ray task each): GPUS_PER_NODE free GPUs with VLLM_MEM of their memory free, looked at again
+  # for GPU_WAIT_S seconds while an earlier run's processes exit (the rehearsal's GPUs are logical, so it skips this
+  # unless REHEARSAL_GPU_CHECK=1, where each node has a stand-in nvidia-smi: REHEARSAL_NODE_ENV), the model folder
+  # when it is a local one, host RAM against the memory plan
+  [[ "$REHEARSAL" == "1" && "${REHEARSAL_GPU_CHECK:-0}" != "1" ]] \
+    || cmd+=(--gpus-per-node "$GPUS_PER_NODE" --gpu-mem-share "$VLLM_MEM" --gpu-wait-s "${GPU_WAIT_S:-30}")
   [[ ! -d "$MODEL" ]] || cmd+=(--path "MODEL=$MODEL")
   [[ -z "${DISK_NEEDED_GB:-}" ]] || cmd+=(--disk-needed-gb "$DISK_NEEDED_GB")
   # KEEP_HF_CKPTS=1 (set by the comparison and ablation scripts with EVAL_CKPTS=1): every HF checkpoint is kept

@@ -7,7 +7,10 @@
 # trap, by the cluster's guard process (it watches this script's pid). Nothing happens with NUM_NODES=1, DRY_RUN=1,
 # without REHEARSAL=1, or when RAY_ADDRESS is already set (a cluster of your own is used as it is).
 # Env: REHEARSAL_NODE_CPUS (logical CPUs per node, default 4 x GPUS_PER_NODE + 1), REHEARSAL_OBJECT_STORE_MB
-# (object store per node, default 1024).
+# (object store per node, default 1024), REHEARSAL_NODE_ENV (whitespace-separated INDEX:KEY=VALUE items set in that
+# node's environment: on one machine the nodes share everything else, so this is how a rehearsal makes one node
+# differ, e.g. `1:PATH=/tmp/busy-gpu-stub:/usr/bin:/bin` to give node 1 a stand-in nvidia-smi; see
+# REHEARSAL_GPU_CHECK in _common.sh).
 
 # rehearsal_multinode: true when this run is a multi-node rehearsal
 rehearsal_multinode() { [[ "${REHEARSAL:-0}" == "1" && "${NUM_NODES:-1}" != "1" ]]; }
@@ -31,9 +34,12 @@ rehearsal_cluster_up() {
   [[ ${#_t[@]} -ge 3 ]] && prev="${_t[2]}"
   trap "rehearsal_cluster_down; ${prev}" EXIT
   echo "[rehearsal] starting a local Ray cluster: $NUM_NODES nodes x $GPUS_PER_NODE logical GPUs (state $dir)" >&2
+  local -a node_env=()
+  local item
+  for item in ${REHEARSAL_NODE_ENV:-}; do node_env+=(--node-env "$item"); done
   if ! address="$("$PY" -m gaca_openrlhf.cpu.local_cluster start --num-nodes "$NUM_NODES" \
       --gpus-per-node "$GPUS_PER_NODE" --cpus-per-node "${REHEARSAL_NODE_CPUS:-$((4 * GPUS_PER_NODE + 1))}" \
-      --object-store-mb "${REHEARSAL_OBJECT_STORE_MB:-1024}" --state-dir "$dir" --owner-pid $$)"; then
+      --object-store-mb "${REHEARSAL_OBJECT_STORE_MB:-1024}" --state-dir "$dir" --owner-pid $$ "${node_env[@]}")"; then
     echo "error: could not start the rehearsal's local Ray cluster (see above)" >&2
     exit 1
   fi

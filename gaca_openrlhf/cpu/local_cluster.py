@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -36,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence
 
 STATE_FILE = "cluster.json"
 ADDRESS_FILE = "address"
@@ -163,21 +164,43 @@ def alive_nodes(address: str) -> List[dict]:
         ray.shutdown()
 
 
+def parse_node_env(items: Sequence[str], num_nodes: int) -> Dict[int, Dict[str, str]]:
+    """``INDEX:KEY=VALUE`` items as {index: {key: value}}; a bad item or an index outside the cluster is a ValueError."""
+    out: Dict[int, Dict[str, str]] = {}
+    for item in items:
+        m = re.fullmatch(r"(\d+):([A-Za-z_][A-Za-z0-9_]*)=(.*)", item, flags=re.S)
+        if not m:
+            raise ValueError(f"--node-env {item!r}: expected INDEX:KEY=VALUE (e.g. 1:PATH=/opt/stub/bin:/usr/bin)")
+        index = int(m.group(1))
+        if index >= num_nodes:
+            raise ValueError(f"--node-env {item!r}: node {index} does not exist (nodes 0..{num_nodes - 1})")
+        out.setdefault(index, {})[m.group(2)] = m.group(3)
+    return out
+
+
 def start(num_nodes: int, gpus_per_node: int, cpus_per_node: int, state_dir: Optional[str] = None,
           owner_pid: Optional[int] = None, object_store_bytes: Optional[int] = None, timeout_s: float = 180.0,
-          log=sys.stderr) -> dict:
+          log=sys.stderr, node_env: Optional[Dict[int, Dict[str, str]]] = None) -> dict:
     """Start the cluster; returns its state (``address``, ``state_dir``, ``sessions``, ``nodes``...).
+
+    ``node_env``: {node index: {variable: value}} set in that node's environment (its raylet and so every worker it
+    starts): on one machine the nodes share everything else, and this is how a rehearsal makes one node differ from
+    the others (e.g. a stand-in ``nvidia-smi`` on its PATH that reports a GPU held by a stray process).
 
     On any failure what was started is stopped again and RuntimeError is raised (node logs in the message)."""
     if num_nodes < 1 or gpus_per_node < 0 or cpus_per_node < 1:
         raise ValueError(f"num_nodes={num_nodes}, gpus_per_node={gpus_per_node}, cpus_per_node={cpus_per_node}")
+    node_env = node_env or {}
+    if any(i < 0 or i >= num_nodes for i in node_env):
+        raise ValueError(f"node_env names nodes {sorted(node_env)}, the cluster has 0..{num_nodes - 1}")
     state_dir = os.path.abspath(state_dir or tempfile.mkdtemp(prefix="gaca-rc.", dir="/tmp"))
     os.makedirs(state_dir, exist_ok=True)
     port = free_port()
     host = None
     state = {"address": None, "state_dir": state_dir, "port": port, "sessions": [], "num_nodes": num_nodes,
              "gpus_per_node": gpus_per_node, "cpus_per_node": cpus_per_node, "guard_pid": None,
-             "owner_pid": owner_pid, "started": time.time()}
+             "owner_pid": owner_pid, "started": time.time(),
+             "node_env": {str(i): sorted(kv) for i, kv in node_env.items()}}
     _write_state(state_dir, state)
     # the nodes' own environment (inherited by their workers), without a RAY_ADDRESS meant for drivers
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
@@ -190,7 +213,7 @@ def start(num_nodes: int, gpus_per_node: int, cpus_per_node: int, state_dir: Opt
             print(f"[local_cluster] node {i}: {' '.join(cmd)}", file=log, flush=True)
             with open(node_log, "w") as out:
                 proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env=env, start_new_session=True)  # its session id = its pid
+                                        env={**env, **node_env.get(i, {})}, start_new_session=True)  # its session id = its pid
                 state["sessions"].append(proc.pid)
                 _write_state(state_dir, state)
                 try:
@@ -317,6 +340,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     s.add_argument("--owner-pid", type=int, help="stop the cluster when this process is gone")
     s.add_argument("--object-store-mb", type=int, default=0, help="object store per node (default: Ray's)")
     s.add_argument("--timeout-s", type=float, default=180.0)
+    s.add_argument("--node-env", action="append", default=[], metavar="INDEX:KEY=VALUE",
+                   help="set KEY=VALUE in node INDEX's environment (its raylet and workers); repeatable")
     t = sub.add_parser("stop", help="stop the cluster of --state-dir (its processes only) and remove the dir")
     t.add_argument("--state-dir", required=True)
     t.add_argument("--grace-s", type=float, default=15.0)
@@ -326,9 +351,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a = p.parse_args(argv)
     if a.cmd == "start":
         try:
+            node_env = parse_node_env(a.node_env, a.num_nodes)
             state = start(a.num_nodes, a.gpus_per_node, a.cpus_per_node, a.state_dir, a.owner_pid,
-                          a.object_store_mb * 2 ** 20 or None, a.timeout_s)
-        except (RuntimeError, OSError) as e:
+                          a.object_store_mb * 2 ** 20 or None, a.timeout_s, node_env=node_env)
+        except (RuntimeError, OSError, ValueError) as e:
             print(f"error: local Ray cluster: {e}", file=sys.stderr)
             return 1
         print(state["address"])
