@@ -93,11 +93,12 @@ def collect(out_dir, dest, what: str = "") -> dict:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in eps))
         info = {"eval_wall_s": _read_float(ev / "wall_s.txt")}
-        run_dir = out_dir / "runs" / label
+        run_label = _run_of(out_dir, label)
+        run_dir = out_dir / "runs" / run_label
         if (run_dir / "metrics.jsonl").is_file():
             (dest / "metrics").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(run_dir / "metrics.jsonl", dest / "metrics" / f"{label}.jsonl")
-            method, seed = label.rsplit("_seed", 1)
+            shutil.copyfile(run_dir / "metrics.jsonl", dest / "metrics" / f"{run_label}.jsonl")
+            method, seed = run_label.rsplit("_seed", 1)
             info.update(method=method, seed=int(seed), rl_wall_s=_read_float(run_dir / "wall_s.txt"),
                         command=(run_dir / "command.txt").read_text().strip() if (run_dir / "command.txt").is_file()
                         else "")
@@ -114,6 +115,16 @@ def collect(out_dir, dest, what: str = "") -> dict:
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "record.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     return record
+
+
+def _run_of(out_dir: Path, label: str) -> str:
+    """The RL run folder (``runs/<method>_seed<N>``) an evaluation label belongs to: the label itself under
+    ``--compare``; for the plain command's ``after_rl`` its one run (the quickstart's phase_eval pairs them alike)."""
+    runs = sorted(p.name for p in (out_dir / "runs").glob("*_seed*") if p.is_dir()) if (out_dir / "runs").is_dir() \
+        else []
+    if label == "after_rl" and label not in runs and len(runs) == 1:
+        return runs[0]
+    return label
 
 
 def _read_float(path: Path):

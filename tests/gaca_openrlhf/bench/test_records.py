@@ -65,6 +65,26 @@ def test_collect_keeps_per_episode_outcomes_and_metrics(tmp_path):
     assert rec["runs"]["gaca_seed0"]["rl_wall_s"] == 600.0 and rec["git_commit"] == "abc1234"
 
 
+def test_collect_keeps_the_plain_commands_run(tmp_path):
+    """The plain command (one method, one seed) evaluates its final model as ``after_rl`` while its run lives in
+    ``runs/<method>_seed<N>``: the record keeps that run's metrics and names its method and seed. Catches the run's
+    metrics.jsonl left out of the record (as it was: only --compare's labels matched their run folders)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"command": "python -m gaca_openrlhf.bench", "config": {}}))
+    _eval(out / "eval" / "warm_start", {"g0": True, "g1": False})
+    _eval(out / "eval" / "after_rl", {"g0": True, "g1": True})
+    run = out / "runs" / "grpo_seed3"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text(json.dumps({"iteration": 1, "rollout/success_rate": 0.5}) + "\n")
+    (run / "wall_s.txt").write_text("42\n")
+    rec = records.collect(out, tmp_path / "results" / "plain")
+    dest = tmp_path / "results" / "plain"
+    assert (dest / "metrics" / "grpo_seed3.jsonl").read_text() == (run / "metrics.jsonl").read_text()
+    assert rec["runs"]["after_rl"]["method"] == "grpo" and rec["runs"]["after_rl"]["seed"] == 3
+    assert rec["runs"]["after_rl"]["rl_wall_s"] == 42.0 and "method" not in rec["runs"]["warm_start"]
+
+
 def test_rendered_table_matches_numbers_recomputed_from_the_episodes(tmp_path):
     from gaca_openrlhf.report.stats import difference
 
