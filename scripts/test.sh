@@ -28,4 +28,7 @@ export RAY_USAGE_STATS_ENABLED=0
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1   # nothing is downloaded at run time
 # DeepSpeed's JIT-compiled CPU ops are cached here between runs (40-60 s each to build).
 export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$HOME/.cache/torch_extensions}"
+# The run ends with pytest's own exit status, without the interpreter's teardown of the native libraries the tests
+# loaded (one such teardown crashed once after every test had passed: tests/conftest.py, pytest_unconfigure).
+export GACA_TEST_SKIP_TEARDOWN=1
 exec python -m pytest tests --slow -p no:cacheprovider --durations=15 "$@"

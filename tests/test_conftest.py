@@ -70,9 +70,32 @@ def test_a_crash_after_the_last_test_prints_the_stacks(tmp_path):
         "atexit.register(lambda: ctypes.string_at(0))  # a read of address 0 during interpreter shutdown\n"
         "def test_ok():\n    pass\n")
     shutil.copy(TESTS / "conftest.py", tmp_path / "conftest.py")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONFAULTHANDLER"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONFAULTHANDLER", "GACA_TEST_SKIP_TEARDOWN")}
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_crash_at_exit.py"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert "1 passed" in res.stdout, res.stdout + res.stderr
     assert res.returncode == -11  # the crash still fails the run: it is reported, not hidden
     assert "Fatal Python error: Segmentation fault" in res.stderr and "<lambda>" in res.stderr, res.stderr
+
+
+def test_ci_ends_with_the_sessions_status_before_teardown(tmp_path):
+    """With GACA_TEST_SKIP_TEARDOWN=1 (scripts/test.sh) the process exits with pytest's status right after the
+    session: a crash in the interpreter's teardown no longer replaces it, and a failing session still exits 1.
+    Guards: the exit taken before the verdict (a failure reported as 0), the status dropped, or the switch ignored."""
+    shutil.copy(TESTS / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_crash_at_exit.py").write_text(
+        "import atexit, ctypes\n"
+        "atexit.register(lambda: ctypes.string_at(0))\n"
+        "def test_ok():\n    pass\n")
+    (tmp_path / "test_fails.py").write_text("def test_no():\n    assert False\n")
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONFAULTHANDLER"}, "GACA_TEST_SKIP_TEARDOWN": "1"}
+
+    def run(name):
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", name], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=300)
+
+    ok = run("test_crash_at_exit.py")
+    assert ok.returncode == 0 and "1 passed" in ok.stdout, ok.stdout + ok.stderr
+    assert "Segmentation fault" not in ok.stderr
+    bad = run("test_fails.py")
+    assert bad.returncode == 1 and "1 failed" in bad.stdout, bad.stdout + bad.stderr
