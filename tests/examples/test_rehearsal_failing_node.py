@@ -24,27 +24,15 @@ import time
 
 import pytest
 from script_fakes import write_fake_python  # same folder (rootdir import mode)
+from test_rehearsal_resume import script_env  # the scripts' variables cleared from the caller's shell (same folder)
 
 from gaca_openrlhf.cpu import local_cluster as lc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GPU = os.path.join(ROOT, "examples", "gpu")
 
-SCRIPT_VARS = ("MODEL", "DRY_RUN", "ALFWORLD_DATA", "ALFWORLD_GAMES", "ITERATIONS", "TASKS_PER_ITER", "ROLLOUTS",
-               "GACA_BACKEND", "SAVE_STEPS", "NUM_NODES", "GPUS_PER_NODE", "RAY_ADDRESS", "GACA_REHEARSAL_CLUSTER",
-               "PYTHON", "GPU_PREFLIGHT", "RESUME", "REHEARSAL", "SAVE_PATH", "REHEARSAL_NODE_CPUS", "VAL_GAMES",
-               "VAL_EVERY", "VAL_TASKS", "REHEARSAL_NODE_ENV", "REHEARSAL_GPU_CHECK", "GPU_WAIT_S", "N_GPUS")
-
 #: the stand-in for a GPU held by a crashed run's engine (process names hold no comma: nvidia-smi's CSV)
 STRAY = "VLLM::EngineCore-stray-of-node-1"
-
-
-def script_env(env):
-    full = dict(os.environ)
-    for k in SCRIPT_VARS:
-        full.pop(k, None)
-    full.update(env)
-    return full
 
 
 def write_nvidia_smi(folder, used_mib: int, app: str | None) -> str:
