@@ -40,17 +40,28 @@ EPISODE_KEYS = ("task", "task_type", "seed", "won", "steps", "valid_steps", "rep
 METHOD_ORDER = ("grpo", "gigpo", "gaca", "hgpo", "empg")
 
 
+def simd_label(flags: set[str]) -> str:
+    """The widest matrix path among a CPU's ``/proc/cpuinfo`` flags, named as the records name CPU families: ``AMX``
+    (Intel tile units, bf16), ``AVX512-bf16`` (AVX512 with bf16 dot products, e.g. AMD Zen 4), ``AVX512``, ``AVX2``.
+    Each is named only when its own flag is there: an AVX512-bf16 CPU without AMX is not an AMX machine."""
+    if "amx_bf16" in flags or "amx_tile" in flags:
+        return "AMX"
+    if "avx512_bf16" in flags:
+        return "AVX512-bf16"
+    if "avx512f" in flags:
+        return "AVX512"
+    return "AVX2" if "avx2" in flags else "no AVX2"
+
+
 def cpu_model() -> str:
-    """This machine's CPU model name and its bf16 path (what decides the CPU backend's training dtype)."""
+    """This machine's CPU model name and its matrix path (:func:`simd_label`; what decides the CPU backend's
+    training dtype and, through rounding, the numbers a run gives)."""
     name = platform.processor() or ""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-        flags = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")), "")
-        simd = "AVX512-bf16/AMX" if ("avx512_bf16" in flags or "amx_bf16" in flags) else (
-            "AVX512" if "avx512f" in flags else ("AVX2" if "avx2" in flags else "no AVX2"))
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        name = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), name)
+        flags = next((ln.split(":", 1)[1].split() for ln in lines if ln.startswith("flags")), [])
+        simd = simd_label(set(flags))
     except OSError:
         simd = "?"
     return f"{name} ({simd})"

@@ -2,7 +2,9 @@
 
 Plays a fixed panel of tasks with the frozen checkpoint (``--episodes-per-task`` episodes each, fixed seeds, vLLM at
 ``--temperature``, the training one by default), with the environment's oracle switched on, and audits every
-registered step estimator on the episodes (:mod:`.audit_rollouts`, docs/credit_audit.md). Writes
+registered step estimator on the episodes (:mod:`.audit_rollouts`, docs/credit_audit.md); EMPG's step entropy comes
+from one extra forward pass of the checkpoint over the recorded steps (:mod:`.step_entropy`; ``--no-entropy``
+skips it and EMPG). Writes
 ``DIR/audit.json`` (the figures, the settings and the episodes' outcomes), ``DIR/audit.md`` (a report section) and
 ``DIR/audit.png`` (sign agreement per estimator with intervals). Environment options are the evaluation's
 (``python -m gaca_openrlhf.eval``): --panel, --num-tasks, --data, the environment's own flags, ...
@@ -35,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (training: 1.0)")
     p.add_argument("--seed", type=int, default=0, help="base seed of every request and of the bootstrap")
     p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (over task groups)")
+    p.add_argument("--no-entropy", action="store_true",
+                   help="skip the extra forward pass that gives every step's policy entropy (EMPG is then not audited)")
     p.add_argument("--estimators", default=None,
                    help=f"comma-separated estimators to audit (default: all registered: {','.join(list_estimators())})")
     add_episode_args(p)
@@ -67,10 +71,16 @@ def main(argv=None) -> int:
     with EvalSession(args) as session:
         panel = session.panel(args.panel, args.num_tasks)
         generator = session.start(make_scoring_generator).generator
+        policy = None
+        if not args.no_entropy:
+            from .step_entropy import load_policy
+
+            policy = load_policy(session.model)
         try:
             result = run_audit(panel.tasks[: args.num_tasks], session.run_config(args.seed), generator,
                                session.encode, adv_cfg=AdvantageConfig(), estimators=estimators,
-                               n_boot=args.bootstrap, task_types=panel.task_types, progress=args.progress)
+                               n_boot=args.bootstrap, task_types=panel.task_types, progress=args.progress,
+                               policy=policy, temperature=args.temperature)
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 4

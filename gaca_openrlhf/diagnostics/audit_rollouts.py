@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from typing import Optional, Sequence
 
 import numpy as np
-import torch
 
 from agents.base import oracle_progress
 from gaca_openrlhf.advantages import AdvantageConfig, StepBatch, hash_anchor
@@ -28,11 +28,13 @@ from .credit_audit import credit_audit
 from .disagreement import RecordingGenerator
 
 
-def rollout_batch(episodes: Sequence[dict], nll_of=None) -> tuple[StepBatch, np.ndarray, np.ndarray, list]:
+def rollout_batch(episodes: Sequence[dict], nll_of=None, entropy_of=None
+                  ) -> tuple[StepBatch, np.ndarray, np.ndarray, list]:
     """(StepBatch, progress, won, anchor texts) of episodes recorded with ``RunConfig.record_steps``; failed
     episodes are left out (as the trainer drops them). ``nll_of(episode, t)`` gives a step's mean response NLL
-    (default 0: then GACA's criticality is 1 everywhere)."""
-    cols = {k: [] for k in ("group", "traj", "t", "anchor", "reward", "valid", "nll")}
+    (default 0: then GACA's criticality is 1 everywhere); ``entropy_of(episode, t)`` its mean policy entropy
+    (EMPG's input; without it the batch has none and EMPG is skipped)."""
+    cols = {k: [] for k in ("group", "traj", "t", "anchor", "reward", "valid", "nll", "entropy")}
     progress, won, texts = [], [], []
     for i, ep in enumerate(episodes):
         if ep.get("failed") or "step_records" not in ep:
@@ -46,22 +48,25 @@ def rollout_batch(episodes: Sequence[dict], nll_of=None) -> tuple[StepBatch, np.
             cols["reward"].append(float(rec["reward"]))
             cols["valid"].append(bool(rec["valid"]))
             cols["nll"].append(float(nll_of(ep, rec["t"])) if nll_of else 0.0)
+            cols["entropy"].append(float(entropy_of(ep, rec["t"])) if entropy_of else 0.0)
             progress.append(oracle_progress(before, rec["oracle"]))
             won.append(bool(ep["won"]))
             texts.append(rec["anchor"])
             before = rec["oracle"]
     batch = StepBatch.from_lists(cols["group"], cols["traj"], cols["t"], cols["anchor"], cols["reward"],
-                                 cols["valid"], nll=cols["nll"])
+                                 cols["valid"], nll=cols["nll"], entropy=cols["entropy"] if entropy_of else None)
     return batch, np.asarray(progress, dtype=np.float64), np.asarray(won, dtype=bool), texts
 
 
 def run_audit(tasks: Sequence[str], cfg: RunConfig, generator, encode, *, adv_cfg: Optional[AdvantageConfig] = None,
               estimators: Optional[Sequence[str]] = None, n_boot: int = 2000, task_types: Optional[dict] = None,
-              progress: bool = False) -> dict:
+              progress: bool = False, policy=None, temperature: float = 1.0, entropy_batch: int = 16) -> dict:
     """Play the panel with ``generator`` (results with an ``nll`` field: rollout log-probs) and audit every
     registered step estimator on the episodes. Returns the audit (see :func:`.credit_audit.credit_audit`) plus
-    ``episodes`` (outcomes), ``steps_with_progress`` and ``timing``. EMPG is skipped: the evaluation loop has no
-    full-vocabulary entropy."""
+    ``episodes`` (outcomes), ``steps_with_progress`` and ``timing``. ``policy``: the same checkpoint as a
+    Hugging Face causal LM; with it every step's full-distribution entropy at ``temperature`` (the generator's) is computed
+    (:mod:`.step_entropy`, one extra forward pass) and EMPG is audited too; without it EMPG is skipped (vLLM returns
+    only the sampled tokens' log-probs)."""
     cfg = dataclasses.replace(cfg, record_steps=True, env_kwargs={**cfg.env_kwargs, "oracle": True})
     rec = RecordingGenerator(generator)
     episodes, timing = run_episodes(tasks, cfg, rec, encode, task_types=task_types, progress=progress, desc="audit")
@@ -70,7 +75,20 @@ def run_audit(tasks: Sequence[str], cfg: RunConfig, generator, encode, *, adv_cf
         hit = rec.by_seed.get(derive_seed(ep["seed"], t))  # the loop seeds step t of an episode like this
         return float(getattr(hit[1], "nll", 0.0)) if hit else 0.0
 
-    batch, prog, won, texts = rollout_batch(episodes, nll_of)
+    entropy_by_seed = None
+    if policy is not None:
+        from .step_entropy import response_entropy
+
+        t0 = time.time()
+        ent = response_entropy(policy, [(req.prompt_ids, out.token_ids) for req, out in rec.by_seed.values()],
+                               temperature=temperature, batch_size=entropy_batch)
+        entropy_by_seed = dict(zip(rec.by_seed, ent.tolist()))
+        timing = {**timing, "entropy_s": time.time() - t0}
+
+    def entropy_of(ep: dict, t: int) -> float:
+        return entropy_by_seed.get(derive_seed(ep["seed"], t), 0.0)
+
+    batch, prog, won, texts = rollout_batch(episodes, nll_of, entropy_of if entropy_by_seed is not None else None)
     if not np.isfinite(prog).any():
         raise ValueError("no step has oracle progress: does the environment provide an oracle for these tasks?")
     adv_cfg = adv_cfg or AdvantageConfig()

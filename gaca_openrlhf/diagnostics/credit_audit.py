@@ -25,7 +25,6 @@ import itertools
 from typing import Optional, Sequence
 
 import numpy as np
-import torch
 
 from gaca_openrlhf.advantages import AdvantageConfig, StepBatch
 from gaca_openrlhf.advantages.signals import advantages_by_estimator

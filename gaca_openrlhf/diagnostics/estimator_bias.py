@@ -18,7 +18,6 @@ the results and why each bias arises.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from dataclasses import dataclass

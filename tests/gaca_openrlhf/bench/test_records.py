@@ -190,3 +190,14 @@ def test_audit_blocks_render_the_committed_audit_markdown(tmp_path):
     (rec / "audit.json").unlink()
     with pytest.raises(FileNotFoundError, match="no audit.json"):
         records.render_readme(text, tmp_path / "results")
+
+
+def test_simd_label_names_amx_only_where_the_cpu_has_it():
+    """An AMD Zen 4 VM (avx512_bf16, no amx_*) was recorded as "AVX512-bf16/AMX", which reads as an Intel AMX machine:
+    the families the records compare must be told apart by their own flags."""
+    zen4 = {"avx2", "avx512f", "avx512_bf16"}
+    assert records.simd_label(zen4) == "AVX512-bf16"
+    assert records.simd_label(zen4 | {"amx_tile", "amx_bf16"}) == "AMX"
+    assert records.simd_label({"avx2", "avx512f"}) == "AVX512"
+    assert records.simd_label({"avx2"}) == "AVX2"
+    assert records.simd_label({"sse4_2"}) == "no AVX2"

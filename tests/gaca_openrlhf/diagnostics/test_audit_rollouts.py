@@ -80,6 +80,33 @@ def test_run_audit_on_the_toy_corridor():
         assert 0.0 <= s["lo"] <= s["value"] <= s["hi"] <= 1.0
 
 
+def test_run_audit_with_a_policy_audits_empg_on_each_step_s_own_entropy():
+    """With the checkpoint as a Hugging Face model the audit computes every step's entropy and runs EMPG; each
+    step's entropy is the one of its own (prompt, response): guards entropies attached to the wrong steps."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+
+    torch.manual_seed(0)
+    policy = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                          num_attention_heads=2, num_key_value_heads=1,
+                                          max_position_embeddings=4096, tie_word_embeddings=False)).eval()
+    cfg = RunConfig(env="toy", episodes_per_task=3, seed=3, max_new_tokens=16, prompt_max_len=4096, num_envs=2)
+    result = run_audit(["1", "2"], cfg, ScriptedPolicy(), _encode, n_boot=100, policy=policy, temperature=0.7)
+    assert "empg" in result["estimators"] and "empg" not in result.get("skipped", {})
+    assert result["timing"]["entropy_s"] >= 0
+
+    import dataclasses
+    from gaca_openrlhf.eval.runner import run_episodes
+
+    rec_cfg = dataclasses.replace(cfg, record_steps=True, env_kwargs={"oracle": True})
+    episodes, _ = run_episodes(["1", "2"], rec_cfg, ScriptedPolicy(), _encode, progress=False)
+    marks = {(ep["seed"], r["t"]): 100 * i + r["t"] for i, ep in enumerate(episodes) for r in ep["step_records"]}
+    batch, *_ = rollout_batch(episodes, entropy_of=lambda ep, t: marks[(ep["seed"], t)])
+    assert batch.entropy.tolist() == [float(marks[(ep["seed"], r["t"])]) for ep in episodes for r in ep["step_records"]]
+    assert rollout_batch(episodes)[0].entropy is None  # no entropy given: EMPG is skipped, not fed zeros
+
+
 def test_markdown_and_plot(tmp_path):
     cfg = RunConfig(env="toy", episodes_per_task=3, seed=1, max_new_tokens=16, prompt_max_len=4096, num_envs=2)
     result = run_audit(["1", "2"], cfg, ScriptedPolicy(), _encode, estimators=["grpo", "gaca"], n_boot=100)
@@ -160,7 +187,8 @@ def test_audit_command_tiny_model_vllm_cpu(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads((out / "audit.json").read_text())
     assert len(data["episodes"]) == 9 and data["config"]["temperature"] == 1.0
-    assert set(data["estimators"]) == set(list_estimators()) - {"empg"}
+    assert set(data["estimators"]) == set(list_estimators())  # EMPG too: the command computes the step entropy
+    assert data["timing"]["entropy_s"] > 0
     assert (out / "audit.md").read_text().startswith("## Credit audit")
     assert (out / "audit.png").stat().st_size > 0
 
