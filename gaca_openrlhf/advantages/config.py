@@ -118,6 +118,18 @@ class AdvantageConfig:
     empg_zero_mean: bool = field(
         default=True, metadata={"help": "EMPG: subtract the batch mean of the modulated advantage (final step)."}
     )
+    # ---------------------------------------------------------------- any estimator
+    center: Literal["none", "group", "batch"] = field(
+        default="none",
+        metadata={
+            "help": "Subtract the mean of the final advantages over the step samples of each task group ('group') "
+            "or of the whole batch ('batch'); 'none' = each estimator as published. A non-zero mean over the "
+            "step samples pushes every sampled token's log-prob up (positive: self-imitation) or down, whatever "
+            "the credit says. GRPO's and GiGPO's episode term is zero-mean per group over its step samples "
+            "(episode_stats 'steps'); a per-step gate (GACA) or a step term with a singleton fallback need not "
+            "be. Centring separates that shift from the credit's direction (docs/design.md §3.4)."
+        },
+    )
     dtype: Literal["float32", "float64"] = field(
         default="float32",
         metadata={"help": "dtype of the returned tensors; all arithmetic runs in float64 regardless."},
@@ -143,6 +155,8 @@ class AdvantageConfig:
             raise ValueError(f"episode_stats must be 'steps' or 'trajectories', got {self.episode_stats!r}")
         if self.singleton_rule not in ("auto", "zero", "group"):
             raise ValueError(f"singleton_rule must be 'auto', 'zero' or 'group', got {self.singleton_rule!r}")
+        if self.center not in ("none", "group", "batch"):
+            raise ValueError(f"center must be 'none', 'group' or 'batch', got {self.center!r}")
         if self.dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {self.dtype!r}")
         for name in ("gamma", "invalid_penalty", "eps", "omega", "lambda0", "alpha", "alpha_c", "fixed_lambda",

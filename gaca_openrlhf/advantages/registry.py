@@ -18,6 +18,7 @@ import torch
 from .batch import AdvantageResult, StepBatch
 from .config import AdvantageConfig
 from .context import StepContext
+from .segment import flat_segments, segment_sum
 from .similarity import similarity_anchor_ids
 
 EstimatorFn = Callable[[StepContext, AdvantageConfig], AdvantageResult]
@@ -108,4 +109,16 @@ def compute_advantages(
             entropy=empty.clone() if batch.entropy is not None else None,
         )
     ctx = StepContext(batch, cfg, estimator=spec.name)
-    return spec.fn(ctx, cfg).to(cfg.torch_dtype)
+    result = spec.fn(ctx, cfg)
+    if cfg.center != "none":
+        seg, n = ctx.group if cfg.center == "group" else (torch.zeros(len(batch), dtype=torch.long), 1)
+        result = dataclasses.replace(result, advantage=center_segments(result.advantage, seg, n))
+    return result.to(cfg.torch_dtype)
+
+
+def center_segments(x: torch.Tensor, seg: torch.Tensor, n: int) -> torch.Tensor:
+    """``x`` minus the mean of its segment (``AdvantageConfig.center``); a segment whose values are all equal gets
+    exactly 0, not the rounding noise of x - mean."""
+    count = torch.bincount(seg, minlength=n).to(x.dtype)
+    mean = segment_sum(x, seg, n) / count.clamp(min=1)
+    return torch.where(flat_segments(x, seg, n, count)[seg], torch.zeros_like(x), x - mean[seg])

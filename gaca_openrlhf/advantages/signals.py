@@ -92,6 +92,15 @@ def nonzero_share_by_estimator(batch: StepBatch, cfg: AdvantageConfig, estimator
     return {name: nonzero_share(r.advantage) for name, r in results.items()}
 
 
+def advantage_mean_by_estimator(results: dict) -> dict[str, float]:
+    """{estimator: mean advantage over the step samples} of an :func:`advantages_by_estimator` result (NaN for an
+    empty batch). With the token-mean policy loss a mean m shifts every sampled token's log-prob gradient by m:
+    m > 0 imitates the batch's own samples, m < 0 pushes them all down, whatever the credit says
+    (``AdvantageConfig.center`` removes it)."""
+    return {name: float(r.advantage.double().mean()) if r.advantage.numel() else float("nan")
+            for name, r in results.items()}
+
+
 def token_weighted_mean(row_mean: torch.Tensor, tokens: torch.Tensor) -> float:
     """Mean per token of a per-row mean (``row_mean``) over rows of ``tokens`` tokens each: sum(row_mean x tokens)
     / sum(tokens), i.e. the mean over all tokens (NaN when there are none)."""

@@ -23,8 +23,8 @@ from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
 from openrlhf.utils.logging_utils import init_logger
 
 from gaca_openrlhf.advantages import AdvantageConfig, StepBatch, compute_advantages, is_step_estimator, summary_metrics
-from gaca_openrlhf.advantages.signals import (advantages_by_estimator, nonzero_share, nonzero_share_by_estimator,
-                                             token_weighted_mean)
+from gaca_openrlhf.advantages.signals import (advantage_mean_by_estimator, advantages_by_estimator, nonzero_share,
+                                             nonzero_share_by_estimator, token_weighted_mean)
 from gaca_openrlhf.diagnostics.credit_audit import audit_metrics, credit_audit
 
 from .minibatch import balanced_sizes, token_budget_micro_batches
@@ -191,7 +191,9 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
         - ``adv/nonzero_frac/<estimator>``: the same for every registered estimator on this batch (each a pure
           vectorised function: milliseconds), so runs of one method show what another would have trained on;
           from ``shadows`` (:func:`~gaca_openrlhf.advantages.signals.advantages_by_estimator` of this batch) when
-          given.
+          given;
+        - ``adv/mean/<estimator>``: each estimator's mean advantage over the step samples: a non-zero mean pushes
+          every sampled token up (positive: self-imitation) or down whatever its credit (``--gaca.center``).
 
         Called before the padding copies' action masks are zeroed (their token counts are read here, then dropped).
         """
@@ -201,9 +203,11 @@ class StepExperienceMaker(EntropyExperienceMixin, RemoteExperienceMaker):
             tokens = torch.cat([e.action_mask.sum(-1).reshape(-1) for e in experiences])
             entropy = torch.cat([e.info[ENTROPY_KEY].reshape(-1) for e in experiences])
             out["policy/entropy"] = token_weighted_mean(entropy[orig], tokens[orig])
-        shares = nonzero_share_by_estimator(batch, self.adv_config, anchor_text=texts,
-                                            results=shadows[0] if shadows is not None else None)
+        results = shadows[0] if shadows is not None else advantages_by_estimator(batch, self.adv_config,
+                                                                                  anchor_text=texts)[0]
+        shares = nonzero_share_by_estimator(batch, self.adv_config, results=results)
         out.update({f"adv/nonzero_frac/{name}": share for name, share in shares.items()})
+        out.update({f"adv/mean/{name}": mean for name, mean in advantage_mean_by_estimator(results).items()})
         return out
 
     def credit_audit_stats(self, experiences: List[Experience], batch: StepBatch, texts=None, shadows=None) -> dict:

@@ -38,6 +38,10 @@ def test_entropy_per_token_and_nonzero_share_by_hand():
     assert stats["adv/nonzero_frac"] == pytest.approx(6 / 8)
     assert stats["adv/nonzero_frac/grpo"] == pytest.approx(6 / 8)
     assert {"adv/nonzero_frac/gigpo", "adv/nonzero_frac/gaca", "adv/nonzero_frac/empg"} <= set(stats)
+    # mean advantage over the 8 real rows: (5.025 + 5.025 - 4.975 - 5.075 + 5.0 - 5.0 + 0 + 0) / 8 = 0 for GRPO
+    # (zero-mean per group over its steps; float32 advantages)
+    assert stats["adv/mean/grpo"] == pytest.approx(0.0, abs=1e-6)
+    assert {"adv/mean/gigpo", "adv/mean/gaca", "adv/mean/empg"} <= set(stats)
     assert sum(float((e.action_mask.sum(-1) > 0).sum()) for e in out) == 8  # copies still masked out after it
 
 
