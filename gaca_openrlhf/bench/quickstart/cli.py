@@ -108,6 +108,8 @@ def check_lr_schedule(cfg: QuickstartConfig) -> None:
                          f"{', '.join(LR_SCHEDULERS)}")
     if not 0.0 <= cfg.rl_min_lr_ratio <= 1.0:
         raise SystemExit(f"--rl-min-lr-ratio must be in [0, 1] (got {cfg.rl_min_lr_ratio})")
+    if cfg.rl_center not in ("none", "group", "batch"):
+        raise SystemExit(f"unknown --rl-center {cfg.rl_center!r}; expected none, group or batch")
 
 
 def run_order(cfg: QuickstartConfig) -> list[tuple[str, int]]:

@@ -78,6 +78,10 @@ class CommonConfig:
     # (looping `go to` where it stands, objects that are not there); measured with admissible: see the module docstring.
     # ALFWorld only; WebShop keeps "format" unless asked
     rl_validity: str = "admissible"
+    # subtract each task group's mean advantage over its step samples (train_ppo --gaca.center; docs/design.md §3.4):
+    # "group" removes the self-imitation term GACA's per-step gate adds (GRPO and GiGPO are zero-mean already);
+    # "none" = every estimator as published
+    rl_center: str = "none"
 
 
 def _env_options() -> dict:
@@ -127,7 +131,7 @@ def plain_config(env: str = DEFAULT_ENV) -> QuickstartConfig:
 
 #: settings added after records were committed, with the value every record without them ran with (a record's
 #: config lacking one of these ran at this value: the records' comparisons read it so, bench/records.py, choice.py)
-IMPLICIT_BEFORE = {"rl_lr_scheduler": "cosine_with_min_lr", "rl_min_lr_ratio": 0.1}
+IMPLICIT_BEFORE = {"rl_lr_scheduler": "cosine_with_min_lr", "rl_min_lr_ratio": 0.1, "rl_center": "none"}
 
 
 def recorded_setting(cfg: dict, name: str):

@@ -133,6 +133,8 @@ def rl_command(cfg: QuickstartConfig, st: State, run_dir: Path, method: str, see
     if cfg.rl_kl_coef > 0:
         cmd += ["--algo.kl.use_loss", "--algo.kl.estimator", cfg.rl_kl_estimator]
     cmd += lr_schedule_args(cfg)
+    if cfg.rl_center != "none":  # given only when set: a run at the default keeps its command (--resume reuses it)
+        cmd += ["--gaca.center", cfg.rl_center]
     return cmd + hooks(cfg).rl_env_args(cfg, st)
 
 

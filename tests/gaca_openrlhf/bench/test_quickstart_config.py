@@ -285,3 +285,16 @@ def test_lr_schedule_reaches_train_ppo_and_holds_the_lr(tmp_path):
 
     assert lr_at(const, 7) == pytest.approx(1e-4)
     assert lr_at(default, 7) < 0.2e-4
+
+
+def test_rl_center_reaches_train_ppo_s_advantage_config(tmp_path):
+    """--rl-center becomes train_ppo's --gaca.center, read by the real parser into the AdvantageConfig the trainer
+    builds; the default leaves the command as it was (--resume reuses older runs); a bad value is refused up front."""
+    from gaca_openrlhf.trainer.ppo_trainer import advantage_config
+
+    assert "--gaca.center" not in rl_command(cfg_of("--smoke"), state_in(tmp_path), tmp_path / "run", "gaca", 0)
+    args = train_ppo_args(cfg_of("--smoke", "--rl-center", "group"), tmp_path)
+    assert advantage_config(args).center == "group"
+    assert advantage_config(train_ppo_args(cfg_of("--smoke"), tmp_path)).center == "none"
+    with pytest.raises(SystemExit, match="--rl-center"):
+        cfg_of("--rl-center", "trajectory")
