@@ -667,10 +667,10 @@ queue_run_evals() {
 
 # PACKING_ARGS of the train scripts (docs/packing.md): packed token-budget micro-batches with chunked log-probs by
 # default, LOGPROB_CHUNK=4096 tokens (--run.logprob_chunk_size) and TOKEN_BUDGET=32768 tokens per GPU, the memory
-# plan's RECIPE_LOGITS_CHUNK / RECIPE_TOKEN_BUDGET for all four recipes (gaca_openrlhf/memory_plan.py; under ZeRO-3
-# every rank makes the same number of chunks: trainer/chunked_actor.py agreed_num_chunks). LOGPROB_CHUNK=0: full
-# logits, and then a budget they fit in (RECIPE_TOKEN_BUDGET_FULL_LOGITS: 20480, 16384 for 7B) unless TOKEN_BUDGET is
-# set. A script may set its rehearsal budget and chunk first (rehearse).
+# plan's RECIPE_LOGITS_CHUNK / RECIPE_TOKEN_BUDGET for all four recipes (gaca_openrlhf/memory_plan/recipes.py; under
+# ZeRO-3 every rank makes the same number of chunks: trainer/chunked_actor.py agreed_num_chunks). LOGPROB_CHUNK=0:
+# full logits, and then a budget they fit in (RECIPE_TOKEN_BUDGET_FULL_LOGITS: 20480, 16384 for 7B) unless
+# TOKEN_BUDGET is set. A script may set its rehearsal budget and chunk first (rehearse).
 set_packing_args() {
   PACKING="${PACKING:-1}" LOGPROB_CHUNK="${LOGPROB_CHUNK:-4096}"
   if [[ -z "${TOKEN_BUDGET:-}" ]]; then

@@ -1,4 +1,4 @@
-"""gaca_openrlhf/bench/packing.py, the benchmark script (not its timings): recorded lengths as its default input,
+"""gaca_openrlhf/bench/packing/, the benchmark script (not its timings): recorded lengths as its default input,
 the padding-waste arithmetic by hand, the draw of the timed samples, the targets' verdicts, and one tiny run of the
 whole script with ``--json``."""
 from __future__ import annotations

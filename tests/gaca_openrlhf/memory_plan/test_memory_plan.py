@@ -1,4 +1,4 @@
-"""gaca_openrlhf/memory_plan.py: each formula against a hand computation on made-up shapes, scaling, chunking,
+"""gaca_openrlhf/memory_plan/: each formula against a hand computation on made-up shapes, scaling, chunking,
 config.json parity, the CLI (tables, exit status, bad input)."""
 import json
 import subprocess
@@ -11,7 +11,7 @@ import pytest
 from gaca_openrlhf import memory_plan as mp
 from gaca_openrlhf.memory_plan import GIB, ModelSpec, Plan
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # hidden 8, 2 layers, 2 heads (head dim 4), 1 KV head (kv dim 4), MLP 16, vocab 32, tied, q/k/v biases
 TINY = ModelSpec("tiny", hidden=8, layers=2, heads=2, kv_heads=1, intermediate=16, vocab=32, tied=True)
