@@ -50,7 +50,8 @@ def line_plots() -> dict:
         "learning_signal.png": ("Learning signal", [
             ("policy/entropy", "policy entropy (nats/token)"),
             ("rollout/mixed_outcome_group_frac", "groups with mixed outcomes"),
-            ("adv/nonzero_frac", "step samples with A != 0")]),
+            ("adv/nonzero_frac", "step samples with A != 0"),
+            ("adv/advantage_mean", "mean advantage (> 0: self-imitation)")]),
         "updates.png": ("Optimizer updates", [("train/grad_norm_mean", "grad norm, mean over updates"),
                                               ("train/grad_norm_max", "grad norm, max over updates"),
                                               ("actor_lr", "learning rate")]),

@@ -279,7 +279,8 @@ def test_learning_signal_curves_are_drawn(tmp_path, monkeypatch):
     recs = [dict(_record(i, 0.1 * i, 0.75), **{"policy/entropy": 1.0 - 0.1 * i, "rollout/mixed_outcome_group_frac": 0.5,
                                              "adv/nonzero_frac": 0.4, "train/grad_norm_mean": 2.0,
                                              "train/grad_norm_max": 3.0, "actor_lr": 1e-4,
-                                             "rollout/off_list_frac": 0.3}) for i in (1, 2, 3)]
+                                             "rollout/off_list_frac": 0.3, "adv/advantage_mean": 0.05})
+            for i in (1, 2, 3)]
     run = load_run("r", _write(tmp_path / "r", recs))
     drawn = {}
     monkeypatch.setattr(build, "_line_plot", lambda runs, path, title, panels, smooth, sparse=False: drawn.update(
@@ -287,6 +288,6 @@ def test_learning_signal_curves_are_drawn(tmp_path, monkeypatch):
     (tmp_path / "out").mkdir()
     build.make_plots([run], str(tmp_path / "out"))
     assert drawn["policy/entropy"] == pytest.approx([0.9, 0.8, 0.7])
-    for key in ("rollout/mixed_outcome_group_frac", "adv/nonzero_frac", "train/grad_norm_mean",
+    for key in ("rollout/mixed_outcome_group_frac", "adv/nonzero_frac", "adv/advantage_mean", "train/grad_norm_mean",
                 "train/grad_norm_max", "actor_lr", "rollout/off_list_frac"):
         assert all(math.isfinite(v) for v in drawn[key]), key
