@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (over task groups)")
     p.add_argument("--no-entropy", action="store_true",
                    help="skip the extra forward pass that gives every step's policy entropy (EMPG is then not audited)")
+    p.add_argument("--center", default="none", choices=["none", "group", "batch"],
+                   help="audit every estimator with its advantages centred (AdvantageConfig.center, docs/design.md "
+                        "§3.4): separates the direction of credit from a mean shift")
     p.add_argument("--estimators", default=None,
                    help=f"comma-separated estimators to audit (default: all registered: {','.join(list_estimators())})")
     add_episode_args(p)
@@ -78,7 +81,7 @@ def main(argv=None) -> int:
             policy = load_policy(session.model)
         try:
             result = run_audit(panel.tasks[: args.num_tasks], session.run_config(args.seed), generator,
-                               session.encode, adv_cfg=AdvantageConfig(), estimators=estimators,
+                               session.encode, adv_cfg=AdvantageConfig(center=args.center), estimators=estimators,
                                n_boot=args.bootstrap, task_types=panel.task_types, progress=args.progress,
                                policy=policy, temperature=args.temperature)
         except ValueError as e:
@@ -86,12 +89,13 @@ def main(argv=None) -> int:
             return 4
     result["config"] = {"model": session.model, "env": args.env, "panel": panel.name, "num_tasks": len(panel.tasks),
                         "episodes_per_task": args.episodes_per_task, "temperature": args.temperature,
-                        "seed": args.seed, "vllm": generator.settings}
+                        "seed": args.seed, "center": args.center, "vllm": generator.settings}
     result["seconds"] = time.time() - t0
     os.makedirs(args.out, exist_ok=True)
     write_json(os.path.join(args.out, "audit.json"), result)
     title = (f"Credit audit: {os.path.basename(os.path.normpath(session.model))} on {args.env} "
-             f"({panel.name}, temperature {args.temperature})")
+             f"({panel.name}, temperature {args.temperature}"
+             + (f", advantages centred per {args.center}" if args.center != "none" else "") + ")")
     with open(os.path.join(args.out, "audit.md"), "w") as f:
         f.write(markdown(result, title))
     plot(result, os.path.join(args.out, "audit.png"))

@@ -178,7 +178,7 @@ def test_audit_command_tiny_model_vllm_cpu(tmp_path):
     out = tmp_path / "audit"
     cmd = [sys.executable, "-m", "gaca_openrlhf.diagnostics.audit_command", "--model", str(model), "--env", "toy",
            "--panel", "toy", "--num-tasks", "3", "--episodes-per-task", "3", "--max-tokens", "24",
-           "--bootstrap", "200", "--seed", "1", "--out", str(out)]
+           "--bootstrap", "200", "--seed", "1", "--center", "group", "--out", str(out)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
     if proc.returncode == 4:  # the tiny model may never move: then no step has non-zero progress
@@ -186,10 +186,11 @@ def test_audit_command_tiny_model_vllm_cpu(tmp_path):
         return
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads((out / "audit.json").read_text())
-    assert len(data["episodes"]) == 9 and data["config"]["temperature"] == 1.0
+    assert len(data["episodes"]) == 9 and data["config"]["temperature"] == 1.0 and data["config"]["center"] == "group"
     assert set(data["estimators"]) == set(list_estimators())  # EMPG too: the command computes the step entropy
     assert data["timing"]["entropy_s"] > 0
     assert (out / "audit.md").read_text().startswith("## Credit audit")
+    assert "centred per group" in (out / "audit.md").read_text().splitlines()[0]
     assert (out / "audit.png").stat().st_size > 0
 
 
