@@ -116,9 +116,16 @@ def compute_advantages(
     return result.to(cfg.torch_dtype)
 
 
+#: a segment mean at or below this share of the segment's largest |x| is rounding noise of an already centred segment
+CENTER_RTOL = 1e-12
+
+
 def center_segments(x: torch.Tensor, seg: torch.Tensor, n: int) -> torch.Tensor:
-    """``x`` minus the mean of its segment (``AdvantageConfig.center``); a segment whose values are all equal gets
-    exactly 0, not the rounding noise of x - mean."""
+    """``x`` minus the mean of its segment (``AdvantageConfig.center``). Exact where the answer is known: a segment
+    whose values are all equal gets 0, and a segment already centred (GRPO's, GiGPO's: mean ~1e-17) is left as it
+    is, so its zero advantages stay exactly 0 instead of becoming +-1e-17 (which a sign would read as credit)."""
     count = torch.bincount(seg, minlength=n).to(x.dtype)
     mean = segment_sum(x, seg, n) / count.clamp(min=1)
+    scale = torch.zeros(n, dtype=x.dtype).scatter_reduce_(0, seg, x.abs(), "amax")
+    mean = torch.where(mean.abs() <= CENTER_RTOL * scale, torch.zeros_like(mean), mean)
     return torch.where(flat_segments(x, seg, n, count)[seg], torch.zeros_like(x), x - mean[seg])

@@ -59,3 +59,14 @@ def test_mean_by_estimator_by_hand():
     centred = advantage_mean_by_estimator(advantages_by_estimator(batch, AdvantageConfig(center="group", dtype="float64"))[0])
     assert all(abs(m) < 1e-12 for m in centred.values())
     assert np.isnan(advantage_mean_by_estimator({"x": type("R", (), {"advantage": torch.zeros(0)})()})["x"])
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "gigpo"])
+def test_centring_an_already_centred_estimator_changes_nothing_bit_for_bit(estimator):
+    """GRPO and GiGPO are zero-mean per task group up to rounding (~1e-17): centring them must return the same
+    tensor, zeros included (x - 1e-17 would turn a zero advantage into a signed one, which the credit audit's sign
+    agreement and a rank correlation read as credit)."""
+    batch = synthetic_batch(n_tasks=8, n_rollouts=4, max_steps=12, seed=3)
+    raw = compute_advantages(batch, AdvantageConfig(estimator=estimator, dtype="float64")).advantage
+    got = compute_advantages(batch, AdvantageConfig(estimator=estimator, center="group", dtype="float64")).advantage
+    assert (raw == 0).any() and torch.equal(got, raw)
