@@ -1,6 +1,7 @@
 """Paired gain over training seeds x games: python seeds_ci.py WARM.json RUN1.json RUN2.json ... (val4 eval files)."""
 import json, sys
-sys.path.insert(0, "/work/main")
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 from gaca_openrlhf.report.stats import difference, success_matrix
 
 def eps(p):
