@@ -35,6 +35,9 @@ class CommonConfig:
     sft_augment_prob: float = 0.8
     sft_upsample: str = "take=3,move=3"  # repeat samples of these action verbs (sft --upsample)
     sft_cycles: int = 2  # cosine cycles with restarts, the second at half the lr (sft --cycles)
+    # the SFT's seed (sample order, entity renaming; sft --seed): the warm start's own spread over SFT seeds (issue
+    # 35). Seed 0's warm start is cached as warm-<env>-<size>, any other as warm-<env>-<size>-sft<seed>
+    sft_seed: int = 0
     # one evaluation seed per test game: intervals come from training seeds and test games (bootstrap), and three
     # panels of 128 + 64 + 64 games x 3 seeds would take ~10 min per model on 2 AVX2 cores
     eval_seeds: tuple[int, ...] = (0,)
@@ -131,7 +134,8 @@ def plain_config(env: str = DEFAULT_ENV) -> QuickstartConfig:
 
 #: settings added after records were committed, with the value every record without them ran with (a record's
 #: config lacking one of these ran at this value: the records' comparisons read it so, bench/records.py, choice.py)
-IMPLICIT_BEFORE = {"rl_lr_scheduler": "cosine_with_min_lr", "rl_min_lr_ratio": 0.1, "rl_center": "none"}
+IMPLICIT_BEFORE = {"rl_lr_scheduler": "cosine_with_min_lr", "rl_min_lr_ratio": 0.1, "rl_center": "none",
+                   "sft_seed": 0}
 
 
 def recorded_setting(cfg: dict, name: str):

@@ -17,15 +17,22 @@ from gaca_openrlhf.bench.quickstart.runner import PhaseError, child_env, run_log
 from gaca_openrlhf.bench.quickstart.state import WALL_TIME_FILE, State
 
 
-def phase_sft(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
+def warm_start_path(cfg: QuickstartConfig) -> Path:
+    """Where the quickstart's SFT writes (and reuses) its warm start: ``$GACA_CACHE/quickstart/warm-<env>-<size>``,
+    with ``-sft<seed>`` for an SFT seed other than 0 (seed 0's folder keeps the name every record cites)."""
     from gaca_openrlhf.models.tiny import cache_root
 
-    warm = cache_root() / "quickstart" / f"warm-{cfg.env}-{cfg.model_size}"
+    name = f"warm-{cfg.env}-{cfg.model_size}" + (f"-sft{cfg.sft_seed}" if cfg.sft_seed else "")
+    return cache_root() / "quickstart" / name
+
+
+def phase_sft(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
+    warm = warm_start_path(cfg)
     src = hooks(cfg).sft_source(cfg, st)  # the env's subcommand and demonstration source
     run_logged([sys.executable, "-m", "gaca_openrlhf.sft", *src, "--out", str(warm), "--model-size", cfg.model_size,
                 "--epochs", str(cfg.sft_epochs), "--lr", str(cfg.sft_lr),
                 "--prompt-loss-weight", str(cfg.sft_prompt_loss_weight), "--augment-prob", str(cfg.sft_augment_prob),
-                "--upsample", cfg.sft_upsample, "--cycles", str(cfg.sft_cycles),
+                "--upsample", cfg.sft_upsample, "--cycles", str(cfg.sft_cycles), "--seed", str(cfg.sft_seed),
                 "--progress-lines"],
                con.log_dir / "sft.log", env=child_env(), on_progress=con.progress)
     st.warm = str(warm)

@@ -213,6 +213,25 @@ def test_sft_upsample_reaches_the_sft_command(tmp_path, monkeypatch):
     assert cmd[cmd.index("--upsample") + 1] == "take=3,move=3"
 
 
+def test_sft_seed_reaches_the_sft_command_and_names_its_own_warm_start(tmp_path, monkeypatch):
+    seen = []
+
+    def fake_run(cmd, log, env=None, **kw):  # records the SFT command instead of training
+        seen.append(cmd)
+        raise PhaseError("stop")
+
+    monkeypatch.setattr(phases, "run_logged", fake_run)
+    monkeypatch.setenv("GACA_CACHE", str(tmp_path / "cache"))
+    for argv in ([], ["--sft-seed", "2"]):
+        with pytest.raises(PhaseError):
+            phases.phase_sft(cfg_of(*argv), State(data=str(tmp_path)), tmp_path, Console(tmp_path, 1))
+    (seed0, seed2) = seen
+    assert seed0[seed0.index("--seed") + 1] == "0" and seed2[seed2.index("--seed") + 1] == "2"
+    # seed 0 keeps the folder every record cites; another seed must not overwrite (or reuse) it
+    assert seed0[seed0.index("--out") + 1] == str(tmp_path / "cache" / "quickstart" / "warm-alfworld-small")
+    assert seed2[seed2.index("--out") + 1] == str(tmp_path / "cache" / "quickstart" / "warm-alfworld-small-sft2")
+
+
 def test_rl_env_backend_micro_batch_and_validity_reach_train_ppo(tmp_path):
     ray_args = train_ppo_args(cfg_of("--smoke", "--rl-env-backend", "ray"), tmp_path)
     assert json.loads(ray_args.env.kwargs) == {"backend": "ray", "data_dir": state_in(tmp_path).data, "num_cpus": 0}
