@@ -12,6 +12,7 @@ from a quickstart output folder and can read back without it:
 after N RL iterations: the learning curve).
 
     python -m gaca_openrlhf.bench.records collect OUT_DIR results/NAME --what "one line"
+    python -m gaca_openrlhf.bench.records merge results/NAME results/NAME/part1 results/NAME/part2 ...
     python -m gaca_openrlhf.bench.records render [--write]   # README tables from results/ (--write: update README)
 
 ``render`` replaces the text between ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->`` in README.md with the
@@ -122,6 +123,75 @@ def collect(out_dir, dest, what: str = "") -> dict:
         "dtypes": run.get("dtypes"),
         "seeds": run.get("seeds"), "config": cfg, "packages": run.get("packages"), "runs": runs,
         "sft": {k: v for k, v in (run.get("sft") or {}).items() if not isinstance(v, (dict, list))},
+    }
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "record.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return record
+
+
+def _label_of(label: str, info: dict) -> str:
+    """A run's label as a multi-seed record names it: the plain command's ``after_rl`` becomes
+    ``<method>_seed<N>`` (its record's ``runs`` entry names both)."""
+    if label == "after_rl" and info.get("method") is not None and info.get("seed") is not None:
+        return f"{info['method']}_seed{info['seed']}"
+    return label
+
+
+def merge(sources, dest, what: str = "") -> dict:
+    """One record of several: the same setting run by separate invocations, one training seed (or a few) each, as
+    ``collect`` wrote them (``results/<name>/<part>``). The parts must share the setting (every config key but
+    ``rl_seeds``), the CPU, the dtypes and the warm start, episode by episode on every panel; no run may be in two
+    parts. Writes ``dest/record.json``, ``dest/episodes`` and ``dest/metrics`` (replacing only those: the parts may
+    live inside ``dest``); the plain command's ``after_rl`` label becomes ``<method>_seed<N>``."""
+    sources, dest = [Path(x) for x in sources], Path(dest)
+    if len(sources) < 2:
+        raise ValueError("merge needs at least two records")
+    recs = [json.loads((src / "record.json").read_text()) for src in sources]
+    first = recs[0]
+    for src, rec in zip(sources[1:], recs[1:]):
+        keys = sorted(k for k in set(first.get("config", {})) | set(rec.get("config", {}))
+                      if k != "rl_seeds" and first["config"].get(k) != rec["config"].get(k))
+        if keys:
+            raise ValueError(f"{src} and {sources[0]} differ in setting: {', '.join(keys)} (not one record)")
+        for key in ("cpu", "dtypes"):
+            if rec.get(key) != first.get(key):
+                raise ValueError(f"{src} and {sources[0]} differ in {key}: {rec.get(key)!r} vs {first.get(key)!r} "
+                                 "(runs of different CPU families or dtypes are never one record)")
+        for panel in sorted(f.stem for f in (sources[0] / "episodes" / "warm_start").glob("*.jsonl")):
+            mine = sorted((e["task"], bool(e["won"]), e.get("steps")) for e in
+                          _read_panel(sources[0] / "episodes" / "warm_start" / f"{panel}.jsonl"))
+            other = src / "episodes" / "warm_start" / f"{panel}.jsonl"
+            if not other.is_file() or sorted((e["task"], bool(e["won"]), e.get("steps"))
+                                             for e in _read_panel(other)) != mine:
+                raise ValueError(f"{src} and {sources[0]} have different warm-start episodes on panel {panel!r}")
+    for sub in ("episodes", "metrics"):
+        if (dest / sub).exists():
+            shutil.rmtree(dest / sub)
+    runs: dict = {}
+    for src, rec in zip(sources, recs):
+        for label, info in rec.get("runs", {}).items():
+            new = _label_of(label, info)
+            if new == "warm_start" and "warm_start" in runs:
+                continue  # the same warm start (checked above): kept once, from the first part
+            if new in runs:
+                raise ValueError(f"run {new} is in two records ({src} and another): not one seed per run")
+            runs[new] = dict(info, part=src.name)
+            if (src / "episodes" / label).is_dir():
+                shutil.copytree(src / "episodes" / label, dest / "episodes" / new)
+        for f in sorted((src / "metrics").glob("*.jsonl")) if (src / "metrics").is_dir() else []:
+            (dest / "metrics").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, dest / "metrics" / f.name)
+    seeds = sorted({info["seed"] for info in runs.values() if info.get("seed") is not None})
+    commits = list(dict.fromkeys(str(r.get("git_commit")) for r in recs))
+    record = {
+        "what": what or first.get("what", ""), "command": first.get("command"),
+        "commands": [r.get("command") for r in recs], "parts": [src.name for src in sources],
+        "git_commit": commits[0] if len(commits) == 1 else ", ".join(c[:7] for c in commits),
+        "git_dirty": any(bool(r.get("git_dirty")) for r in recs),
+        "started_utc": min(str(r.get("started_utc")) for r in recs), "cpu": first.get("cpu"),
+        "cpus": first.get("cpus"), "dtypes": first.get("dtypes"), "seeds": {"rl": seeds},
+        "config": dict(first.get("config", {}), rl_seeds=seeds), "packages": first.get("packages"), "runs": runs,
+        "sft": first.get("sft", {}),
     }
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "record.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
@@ -487,6 +557,10 @@ def main(argv=None) -> int:
     c.add_argument("out_dir")
     c.add_argument("dest")
     c.add_argument("--what", default="")
+    m = sub.add_parser("merge", help="one record of several parts of one setting (one training seed each, ...)")
+    m.add_argument("dest")
+    m.add_argument("sources", nargs="+")
+    m.add_argument("--what", default="")
     r = sub.add_parser("render", help="README tables from results/ (exit 1 when they disagree, unless --write)")
     r.add_argument("--write", action="store_true")
     r.add_argument("--readme", default=str(ROOT / "README.md"))
@@ -496,6 +570,14 @@ def main(argv=None) -> int:
     if args.cmd == "collect":
         rec = collect(args.out_dir, args.dest, args.what)
         print(f"collected {len(rec['runs'])} labels into {args.dest}")
+        return 0
+    if args.cmd == "merge":
+        try:
+            rec = merge(args.sources, args.dest, args.what)
+        except (ValueError, OSError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"merged {len(args.sources)} records ({len(rec['runs'])} labels) into {args.dest}")
         return 0
     if args.show:
         print(render_record(Path(args.results) / args.show))

@@ -101,6 +101,56 @@ def test_rendered_table_matches_numbers_recomputed_from_the_episodes(tmp_path):
     assert "| GRPO | 2 | 50.0 [0.0, 100.0] | 0.0 [0.0, 0.0] | 75.0 [" in text
 
 
+def _plain_part(tmp_path: Path, name: str, seed: int, wins: list, warm=(1, 0, 0, 0), cfg=None, cpu="X (AVX2)"):
+    """One plain single-seed quickstart run (labels ``warm_start`` and ``after_rl``), collected as results/r/<name>."""
+    out = tmp_path / f"out_{name}"
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"command": f"python -m gaca_openrlhf.bench --rl-seeds {seed}",
+                                              "git_commit": f"c{seed}", "cpu_model": cpu, "cpus": 2,
+                                              "config": dict(cfg or {"env": "alfworld", "max_steps": 15},
+                                                             rl_seeds=[seed]),
+                                              "started_utc": f"2026-12-05T0{seed}:00:00Z"}))
+    games = [f"/cache{seed}/valid_seen/g{i}/trial_0" for i in range(4)]  # another data folder per part
+    _eval(out / "eval" / "warm_start", dict(zip(games, map(bool, warm))))
+    _eval(out / "eval" / "after_rl", dict(zip(games, map(bool, wins))))
+    run = out / "runs" / f"grpo_seed{seed}"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text(json.dumps({"iteration": 1, "seed": seed}) + "\n")
+    records.collect(out, tmp_path / "r" / name)
+    return tmp_path / "r" / name
+
+
+def test_merge_makes_one_multi_seed_record_of_single_seed_parts(tmp_path):
+    from gaca_openrlhf.report.stats import difference
+
+    parts = [_plain_part(tmp_path, "s0", 0, [1, 1, 0, 0]), _plain_part(tmp_path, "s1", 1, [1, 0, 1, 1])]
+    (tmp_path / "r" / "keep.txt").write_text("x")
+    rec = records.merge(parts, tmp_path / "r")
+    assert sorted(rec["runs"]) == ["grpo_seed0", "grpo_seed1", "warm_start"] and rec["config"]["rl_seeds"] == [0, 1]
+    assert (tmp_path / "r" / "keep.txt").is_file() and (parts[0] / "record.json").is_file()  # parts stay
+    assert json.loads((tmp_path / "r" / "metrics" / "grpo_seed1.jsonl").read_text())["seed"] == 1
+    text = records.render_record(tmp_path / "r")
+    # GRPO over 2 seeds x 4 games: 5/8 won; gain against the warm start's 1/4, recomputed here from the outcomes
+    gain = difference(np.array([[1, 1, 0, 0], [1, 0, 1, 1]]), np.array([[1, 0, 0, 0]]))
+    assert "| GRPO | 2 | 62.5 [" in text and gain.fmt() in text and "c0, c1" in text
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(cfg={"env": "alfworld", "max_steps": 10}), "differ in setting: max_steps"),
+    (dict(cpu="Y (AMX)"), "differ in cpu"),
+    (dict(warm=(1, 1, 0, 0)), "different warm-start episodes"),
+    (dict(seed=0), "in two records"),
+])
+def test_merge_refuses_parts_that_are_not_one_setting(tmp_path, change, match):
+    first = _plain_part(tmp_path, "s0", 0, [1, 1, 0, 0])
+    kw = dict(seed=1, wins=[1, 0, 1, 1])
+    kw.update(change)
+    other = _plain_part(tmp_path, "s1", kw.pop("seed"), kw.pop("wins"), **kw)
+    with pytest.raises(ValueError, match=match):
+        records.merge([first, other], tmp_path / "r")
+    assert records.main(["merge", str(tmp_path / "r"), str(first), str(other)]) == 2
+
+
 def test_readme_render_replaces_marked_blocks_and_check_fails_on_disagreement(tmp_path):
     records.collect(_fake_out(tmp_path), tmp_path / "results" / "r1")
     readme = tmp_path / "README.md"
