@@ -211,6 +211,26 @@ def test_learning_target_is_judged_on_the_plain_command_s_method_over_five_seeds
     assert records.plain_command_differs({**cfg, "methods": ["grpo", "gaca"], "rl_seeds": [0, 1, 2, 3, 4]}) == []
 
 
+def test_grpo_baseline_target_is_judged_at_any_recipe_with_its_rl_time_and_cpu():
+    games = 40
+    warm = np.zeros((1, games))
+    warm[0, :16] = 1
+    strong = np.zeros((5, games))
+    strong[:, :26] = 1
+    other_recipe = {**_plain_cfg(), "rl_iterations": 12, "rl_mini_batch_steps": 128}
+
+    def line(mat, minutes=20.0, cpu="AMD EPYC (AVX2)"):
+        text = "".join(records.target_lines(other_recipe, {"test": (warm, {"grpo": mat})}, minutes, cpu))
+        return text
+
+    assert "**met** (GRPO over 5" in line(strong) and "RL up to 20 min per seed" in line(strong)
+    assert "**not met**" in line(warm.repeat(5, axis=0)) and "not judged yet (3 of 5" in line(strong[:3])
+    assert "not an AVX2-only CPU" in line(strong, cpu="AMD EPYC (AVX512-bf16)")
+    assert "not an AVX2-only CPU" not in line(strong)
+    assert "Learning target (the plain" not in line(strong)  # another recipe says nothing about the plain command
+    assert records.target_lines(other_recipe, {"test": (warm, {"grpo": strong})}) == []  # no RL time, no verdict
+
+
 def test_machine_line_names_each_phase_dtype_where_the_run_recorded_them(monkeypatch):
     """Records written since the dtypes were recorded name them beside the CPU; older records (no ``dtypes``)
     render exactly as before, so the committed README blocks keep agreeing."""
