@@ -133,7 +133,7 @@ def plain_config(env: str = DEFAULT_ENV) -> QuickstartConfig:
 
 
 #: settings added after records were committed, with the value every record without them ran with (a record's
-#: config lacking one of these ran at this value: the records' comparisons read it so, bench/records.py, choice.py)
+#: config lacking one of these ran at this value: the records' comparisons read it so, bench/records/, choice.py)
 IMPLICIT_BEFORE = {"rl_lr_scheduler": "cosine_with_min_lr", "rl_min_lr_ratio": 0.1, "rl_center": "none",
                    "sft_seed": 0}
 
