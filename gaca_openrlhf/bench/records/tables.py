@@ -19,7 +19,24 @@ def setting_line(cfg: dict, cpu: str) -> str:
             f"n={cfg.get('rl_n')}, lr {cfg.get('rl_lr')}, temperature {cfg.get('rl_temperature')}, validity rule "
             f"`{cfg.get('rl_validity')}`" + (" (reward shaping: off-list actions penalised)"
                                               if cfg.get("rl_validity") == "admissible" else "")
-            + f"; evaluation temperature {cfg.get('eval_temperature')}; CPU: {cpu}")
+            + f"; evaluation temperature {cfg.get('eval_temperature')}" + _other_settings(cfg) + f"; CPU: {cpu}")
+
+
+#: settings the setting line names itself, or that change how a run is executed but not its numbers
+_NAMED_OR_INERT = {"env", "max_steps", "model_size", "rl_iterations", "rl_tasks_per_iter", "rl_n", "rl_lr",
+                   "rl_temperature", "rl_validity", "eval_temperature", "methods", "rl_seeds", "num_envs",
+                   "rl_env_backend", "eval_env_backend", "val_every", "heldout_games", "val_games", "unseen_games"}
+
+
+def _other_settings(cfg: dict) -> str:
+    """``; other settings than the plain command's: k v, ...`` for every setting of the record's runs that the line
+    does not name and that differs from the plain ``bash scripts/quickstart.sh`` (e.g. the update size)."""
+    if not cfg.get("env"):
+        return ""
+    other = [k for k in plain_command_differs(cfg) if k not in _NAMED_OR_INERT]
+    if not other:
+        return ""
+    return "; other settings than the plain command's: " + ", ".join(f"{k} {cfg.get(k)}" for k in other)
 
 
 def _matrices(rec_dir: Path, panel: str):

@@ -231,6 +231,14 @@ def test_grpo_baseline_target_is_judged_at_any_recipe_with_its_rl_time_and_cpu()
     assert records.target_lines(other_recipe, {"test": (warm, {"grpo": strong})}) == []  # no RL time, no verdict
 
 
+def test_setting_line_names_every_other_setting_that_differs_from_the_plain_command():
+    cfg = {**_plain_cfg(), "rl_mini_batch_steps": 128, "rl_lr": 3e-4, "rl_seeds": [0, 1]}
+    line = records.setting_line(cfg, "X (AVX2)")
+    assert "other settings than the plain command's: rl_mini_batch_steps 128;" in line
+    assert "lr 0.0003" in line and "rl_lr 0.0003" not in line  # named once, where the line names it
+    assert "other settings" not in records.setting_line(_plain_cfg(), "X (AVX2)")
+
+
 def test_machine_line_names_each_phase_dtype_where_the_run_recorded_them(monkeypatch):
     """Records written since the dtypes were recorded name them beside the CPU; older records (no ``dtypes``)
     render exactly as before, so the committed README blocks keep agreeing."""
