@@ -81,9 +81,12 @@ def merge(sources, dest, what: str = "") -> dict:
         raise ValueError("merge needs at least two records")
     recs = [json.loads((src / "record.json").read_text()) for src in sources]
     first = recs[0]
+    from gaca_openrlhf.bench.quickstart.config import recorded_setting
+
     for src, rec in zip(sources[1:], recs[1:]):
+        # a setting added after a part ran is read at the value that part implicitly had (IMPLICIT_BEFORE)
         keys = sorted(k for k in set(first.get("config", {})) | set(rec.get("config", {}))
-                      if k != "rl_seeds" and first["config"].get(k) != rec["config"].get(k))
+                      if k != "rl_seeds" and recorded_setting(first["config"], k) != recorded_setting(rec["config"], k))
         if keys:
             raise ValueError(f"{src} and {sources[0]} differ in setting: {', '.join(keys)} (not one record)")
         for key in ("cpu", "dtypes"):

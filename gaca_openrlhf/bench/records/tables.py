@@ -102,7 +102,9 @@ def render_record(rec_dir) -> str:
     rec = json.loads((rec_dir / "record.json").read_text())
     cfg = rec.get("config", {})
     panels = _panels(rec_dir)
-    lines = [f"Record `results/{rec_dir.name}` ({rec.get('what') or 'run'}; commit {str(rec.get('git_commit'))[:7]}, "
+    commits = [c.strip()[:7] for c in str(rec.get("git_commit")).split(",")]  # a merged record lists its parts'
+    lines = [f"Record `results/{rec_dir.name}` ({rec.get('what') or 'run'}; commit{'s' if len(commits) > 1 else ''} "
+             f"{', '.join(commits)}, "
              f"started {rec.get('started_utc')}). Setting: {setting_line(cfg, machine_line(rec.get('cpu', '?'), rec.get('dtypes')))}.",
              ""]
     mats_by_panel = {p: _matrices(rec_dir, p) for p, _ in panels}

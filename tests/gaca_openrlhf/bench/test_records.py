@@ -106,7 +106,7 @@ def _plain_part(tmp_path: Path, name: str, seed: int, wins: list, warm=(1, 0, 0,
     out = tmp_path / f"out_{name}"
     out.mkdir()
     (out / "run.json").write_text(json.dumps({"command": f"python -m gaca_openrlhf.bench --rl-seeds {seed}",
-                                              "git_commit": f"c{seed}", "cpu_model": cpu, "cpus": 2,
+                                              "git_commit": f"{seed}" * 40, "cpu_model": cpu, "cpus": 2,
                                               "config": dict(cfg or {"env": "alfworld", "max_steps": 15},
                                                              rl_seeds=[seed]),
                                               "started_utc": f"2026-12-05T0{seed}:00:00Z"}))
@@ -123,7 +123,9 @@ def _plain_part(tmp_path: Path, name: str, seed: int, wins: list, warm=(1, 0, 0,
 def test_merge_makes_one_multi_seed_record_of_single_seed_parts(tmp_path):
     from gaca_openrlhf.report.stats import difference
 
-    parts = [_plain_part(tmp_path, "s0", 0, [1, 1, 0, 0]), _plain_part(tmp_path, "s1", 1, [1, 0, 1, 1])]
+    # the second part ran after a setting was added, at the value the first implicitly had (IMPLICIT_BEFORE)
+    parts = [_plain_part(tmp_path, "s0", 0, [1, 1, 0, 0]),
+             _plain_part(tmp_path, "s1", 1, [1, 0, 1, 1], cfg={"env": "alfworld", "max_steps": 15, "sft_seed": 0})]
     (tmp_path / "r" / "keep.txt").write_text("x")
     rec = records.merge(parts, tmp_path / "r")
     assert sorted(rec["runs"]) == ["grpo_seed0", "grpo_seed1", "warm_start"] and rec["config"]["rl_seeds"] == [0, 1]
@@ -132,11 +134,12 @@ def test_merge_makes_one_multi_seed_record_of_single_seed_parts(tmp_path):
     text = records.render_record(tmp_path / "r")
     # GRPO over 2 seeds x 4 games: 5/8 won; gain against the warm start's 1/4, recomputed here from the outcomes
     gain = difference(np.array([[1, 1, 0, 0], [1, 0, 1, 1]]), np.array([[1, 0, 0, 0]]))
-    assert "| GRPO | 2 | 62.5 [" in text and gain.fmt() in text and "c0, c1" in text
+    assert "| GRPO | 2 | 62.5 [" in text and gain.fmt() in text and "commits 0000000, 1111111," in text
 
 
 @pytest.mark.parametrize("change, match", [
     (dict(cfg={"env": "alfworld", "max_steps": 10}), "differ in setting: max_steps"),
+    (dict(cfg={"env": "alfworld", "max_steps": 15, "sft_seed": 1}), "differ in setting: sft_seed"),
     (dict(cpu="Y (AMX)"), "differ in cpu"),
     (dict(warm=(1, 1, 0, 0)), "different warm-start episodes"),
     (dict(seed=0), "in two records"),
