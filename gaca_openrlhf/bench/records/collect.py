@@ -1,5 +1,5 @@
 """Writing records: ``collect`` copies what the README needs from a quickstart output folder into ``results/NAME``;
-``merge`` makes one multi-seed record of single-seed parts of one setting."""
+``merge`` makes one record of parts of one setting (single-seed runs, or methods run apart, as a compare)."""
 from __future__ import annotations
 
 import json
@@ -71,10 +71,10 @@ def _label_of(label: str, info: dict) -> str:
 
 
 def merge(sources, dest, what: str = "") -> dict:
-    """One record of several: the same setting run by separate invocations, one training seed (or a few) each, as
-    ``collect`` wrote them (``results/<name>/<part>``). The parts must share the setting (every config key but
-    ``rl_seeds``), the CPU, the dtypes and the warm start, episode by episode on every panel; no run may be in two
-    parts. Writes ``dest/record.json``, ``dest/episodes`` and ``dest/metrics`` (replacing only those: the parts may
+    """One record of several: the same setting run by separate invocations (one training seed or method each, or a
+    few), as ``collect`` wrote them (``results/<name>/<part>``). The parts must share the setting (every config key
+    but ``rl_seeds`` and ``methods``, which the merged record unites), the CPU, the dtypes and the warm start, episode
+    by episode on every panel; no run may be in two parts. Writes ``dest/record.json``, ``dest/episodes`` and ``dest/metrics`` (replacing only those: the parts may
     live inside ``dest``); the plain command's ``after_rl`` label becomes ``<method>_seed<N>``."""
     sources, dest = [Path(x) for x in sources], Path(dest)
     if len(sources) < 2:
@@ -86,7 +86,8 @@ def merge(sources, dest, what: str = "") -> dict:
     for src, rec in zip(sources[1:], recs[1:]):
         # a setting added after a part ran is read at the value that part implicitly had (IMPLICIT_BEFORE)
         keys = sorted(k for k in set(first.get("config", {})) | set(rec.get("config", {}))
-                      if k != "rl_seeds" and recorded_setting(first["config"], k) != recorded_setting(rec["config"], k))
+                      if k not in ("rl_seeds", "methods")
+                      and recorded_setting(first["config"], k) != recorded_setting(rec["config"], k))
         if keys:
             raise ValueError(f"{src} and {sources[0]} differ in setting: {', '.join(keys)} (not one record)")
         for key in ("cpu", "dtypes"):
@@ -118,6 +119,7 @@ def merge(sources, dest, what: str = "") -> dict:
             (dest / "metrics").mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f, dest / "metrics" / f.name)
     seeds = sorted({info["seed"] for info in runs.values() if info.get("seed") is not None})
+    methods = sorted({info["method"] for info in runs.values() if info.get("method")})
     commits = list(dict.fromkeys(str(r.get("git_commit")) for r in recs))
     record = {
         "what": what or first.get("what", ""), "command": first.get("command"),
@@ -126,7 +128,8 @@ def merge(sources, dest, what: str = "") -> dict:
         "git_dirty": any(bool(r.get("git_dirty")) for r in recs),
         "started_utc": min(str(r.get("started_utc")) for r in recs), "cpu": first.get("cpu"),
         "cpus": first.get("cpus"), "dtypes": first.get("dtypes"), "seeds": {"rl": seeds},
-        "config": dict(first.get("config", {}), rl_seeds=seeds), "packages": first.get("packages"), "runs": runs,
+        "config": dict(first.get("config", {}), rl_seeds=seeds, methods=methods), "packages": first.get("packages"),
+        "runs": runs,
         "sft": first.get("sft", {}),
     }
     dest.mkdir(parents=True, exist_ok=True)

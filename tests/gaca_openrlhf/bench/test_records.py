@@ -101,19 +101,20 @@ def test_rendered_table_matches_numbers_recomputed_from_the_episodes(tmp_path):
     assert "| GRPO | 2 | 50.0 [0.0, 100.0] | 0.0 [0.0, 0.0] | 75.0 [" in text
 
 
-def _plain_part(tmp_path: Path, name: str, seed: int, wins: list, warm=(1, 0, 0, 0), cfg=None, cpu="X (AVX2)"):
+def _plain_part(tmp_path: Path, name: str, seed: int, wins: list, warm=(1, 0, 0, 0), cfg=None, cpu="X (AVX2)",
+                method="grpo"):
     """One plain single-seed quickstart run (labels ``warm_start`` and ``after_rl``), collected as results/r/<name>."""
     out = tmp_path / f"out_{name}"
     out.mkdir()
     (out / "run.json").write_text(json.dumps({"command": f"python -m gaca_openrlhf.bench --rl-seeds {seed}",
                                               "git_commit": f"{seed}" * 40, "cpu_model": cpu, "cpus": 2,
                                               "config": dict(cfg or {"env": "alfworld", "max_steps": 15},
-                                                             rl_seeds=[seed]),
+                                                             rl_seeds=[seed], methods=[method]),
                                               "started_utc": f"2026-12-05T0{seed}:00:00Z"}))
     games = [f"/cache{seed}/valid_seen/g{i}/trial_0" for i in range(4)]  # another data folder per part
     _eval(out / "eval" / "warm_start", dict(zip(games, map(bool, warm))))
     _eval(out / "eval" / "after_rl", dict(zip(games, map(bool, wins))))
-    run = out / "runs" / f"grpo_seed{seed}"
+    run = out / "runs" / f"{method}_seed{seed}"
     run.mkdir(parents=True)
     (run / "metrics.jsonl").write_text(json.dumps({"iteration": 1, "seed": seed}) + "\n")
     records.collect(out, tmp_path / "r" / name)
@@ -135,6 +136,15 @@ def test_merge_makes_one_multi_seed_record_of_single_seed_parts(tmp_path):
     # GRPO over 2 seeds x 4 games: 5/8 won; gain against the warm start's 1/4, recomputed here from the outcomes
     gain = difference(np.array([[1, 1, 0, 0], [1, 0, 1, 1]]), np.array([[1, 0, 0, 0]]))
     assert "| GRPO | 2 | 62.5 [" in text and gain.fmt() in text and "commits 0000000, 1111111," in text
+
+
+def test_merge_unites_methods_run_apart_as_a_compare(tmp_path):
+    grpo = _plain_part(tmp_path, "g0", 0, [1, 1, 0, 0])
+    gaca = _plain_part(tmp_path, "a0", 0, [1, 1, 1, 0], method="gaca")
+    rec = records.merge([grpo, gaca], tmp_path / "r")
+    assert sorted(rec["runs"]) == ["gaca_seed0", "grpo_seed0", "warm_start"]
+    assert rec["config"]["methods"] == ["gaca", "grpo"] and rec["config"]["rl_seeds"] == [0]
+    assert "GACA - GRPO" in records.render_record(tmp_path / "r")
 
 
 @pytest.mark.parametrize("change, match", [
