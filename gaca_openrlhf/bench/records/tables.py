@@ -178,6 +178,7 @@ def plain_command_differs(cfg: dict) -> list[str]:
     from gaca_openrlhf.bench.quickstart.config import plain_config, recorded_setting
 
     plain = json.loads(json.dumps(asdict(plain_config(cfg["env"]) if cfg.get("env") else plain_config())))
+    cfg = json.loads(json.dumps(cfg))  # as a record stores it: a live config's tuples would never equal the lists
     return sorted(k for k, v in plain.items()
                   if k not in ("methods", "rl_seeds") and recorded_setting(cfg, k) != v)
 
