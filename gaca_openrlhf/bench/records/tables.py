@@ -207,8 +207,8 @@ def target_lines(cfg: dict, mats_by_panel: dict, rl_minutes: float | None = None
     lines = []
     if method in mats and not plain_command_differs(cfg):
         verdict, gain = _verdict(mats[method], warm)
-        lines += ["", f"Learning target (the plain `bash scripts/quickstart.sh` is the {method.upper()} run of training "
-                      f"seed 0 above, same command): mean gain on the test panel (valid_seen) >= +{100 * TARGET_GAIN:.0f} "
+        lines += ["", f"Learning target (the plain `bash scripts/quickstart.sh` runs this record's setting: its "
+                      f"{method.upper()} run of training seed 0 above, on the CPU and dtypes the setting names): mean gain on the test panel (valid_seen) >= +{100 * TARGET_GAIN:.0f} "
                       f"points over >= {TARGET_SEEDS} training seeds with the interval's lower bound above 0: "
                       f"**{verdict}** ({method.upper()} over {mats[method].shape[0]} training seeds: {gain.fmt()} "
                       f"points)."]

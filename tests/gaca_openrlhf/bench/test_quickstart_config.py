@@ -43,6 +43,9 @@ def test_presets_and_overrides():
     assert cmp.rl_iterations == full.rl_iterations
     assert cfg_of("--compare", "--rl-iterations", "5").rl_iterations == 5
     assert cfg_of("--compare", "--smoke").rl_iterations == smoke.rl_iterations
+    # the full run trains on its own pool of fresh games (issue 35's recipe); the smoke run (CI) generates none
+    assert full.rl_pool_games > 0 and smoke.rl_pool_games == 0
+    assert cfg_of("--smoke", "--rl-pool-games", "5").rl_pool_games == 5  # a flag given wins over the preset
     with pytest.raises(SystemExit):
         cfg_of("--methods", "gaca,ppo_typo")
     # ALFWorld's test panels: 128 valid_seen (the paper's size) + 64 valid_unseen games, validation 64 valid_seen
@@ -133,7 +136,8 @@ def test_rl_command_is_accepted_by_the_project_parser(tmp_path):
     assert args.algo.advantage.estimator == "gigpo" and args.train.seed == 3
     assert args.actor.model_name_or_path == st.warm and args.run.max_iterations == cfg.rl_iterations
     assert args.rollout.n_samples_per_prompt == cfg.rl_n >= 2
-    assert args.rollout.temperature == cfg.rl_temperature == 0.4  # the evaluation temperature by default
+    # RL samples above the evaluation temperature by default (issue 35: groups with outcome contrast)
+    assert args.rollout.temperature == cfg.rl_temperature > cfg.eval_temperature
     assert train_ppo_args(cfg_of("--smoke", "--rl-temperature", "1.0"), tmp_path).rollout.temperature == 1.0
     with pytest.raises(SystemExit):
         cfg_of("--rl-temperature", "0")
@@ -272,22 +276,25 @@ def test_eval_command_evaluates_the_validation_and_unseen_panels_with_the_test_p
 
 def test_lr_schedule_reaches_train_ppo_and_holds_the_lr(tmp_path):
     """--rl-lr-scheduler / --rl-min-lr-ratio become train_ppo's --actor.lr_scheduler / --actor.min_lr_ratio (as the
-    real parser reads them), the defaults stay OpenRLHF's and leave the command as it was (so --resume reuses runs
-    recorded before these options), and bad values are refused up front. The schedule itself, built as OpenRLHF
-    builds it (transformers' get_scheduler) and positioned per iteration as the policy actor does: "constant" holds
-    the LR at iteration 7 of 8, the default has decayed it below 0.2x. Catches a flag not passed, passed under the
-    wrong name, the defaults changed, or a constant schedule that still decays."""
+    real parser reads them); the quickstart's default (constant, issue 35's recipe) is passed, OpenRLHF's own
+    default (cosine_with_min_lr at 0.1) leaves the command as it was before these options (so --resume reuses runs
+    recorded with it), and bad values are refused up front. The schedule itself, built as OpenRLHF builds it
+    (transformers' get_scheduler) and positioned per iteration as the policy actor does: "constant" holds the LR at
+    iteration 7 of 8, cosine_with_min_lr has decayed it below 0.2x. Catches a flag not passed, passed under the wrong
+    name, or a constant schedule that still decays."""
     import torch
     from transformers import get_scheduler
 
     from gaca_openrlhf.trainer.actors import set_lr_position
 
-    default = train_ppo_args(cfg_of("--smoke"), tmp_path)
-    assert (default.actor.lr_scheduler, default.actor.min_lr_ratio) == ("cosine_with_min_lr", 0.1)
-    assert "--actor.lr_scheduler" not in rl_command(cfg_of("--smoke"), state_in(tmp_path), tmp_path / "run", "gaca", 0)
-    const = train_ppo_args(cfg_of("--smoke", "--rl-lr-scheduler", "constant"), tmp_path)
+    const = train_ppo_args(cfg_of("--smoke"), tmp_path)
     assert const.actor.lr_scheduler == "constant"
-    floor = train_ppo_args(cfg_of("--smoke", "--rl-min-lr-ratio", "0.5"), tmp_path)
+    cosine = ["--rl-lr-scheduler", "cosine_with_min_lr"]
+    default = train_ppo_args(cfg_of("--smoke", *cosine), tmp_path)
+    assert (default.actor.lr_scheduler, default.actor.min_lr_ratio) == ("cosine_with_min_lr", 0.1)
+    assert "--actor.lr_scheduler" not in rl_command(cfg_of("--smoke", *cosine), state_in(tmp_path), tmp_path / "run",
+                                                    "gaca", 0)
+    floor = train_ppo_args(cfg_of("--smoke", *cosine, "--rl-min-lr-ratio", "0.5"), tmp_path)
     assert (floor.actor.lr_scheduler, floor.actor.min_lr_ratio) == ("cosine_with_min_lr", 0.5)
     with pytest.raises(SystemExit, match="--rl-lr-scheduler"):
         cfg_of("--rl-lr-scheduler", "reduce_lr_on_plateau")
