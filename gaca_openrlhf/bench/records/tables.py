@@ -39,6 +39,19 @@ def _other_settings(cfg: dict) -> str:
     return "; other settings than the plain command's: " + ", ".join(f"{k} {cfg.get(k)}" for k in other)
 
 
+def _method_seed(rec_dir: Path, label: str) -> tuple[str, int]:
+    """(method, training seed) of an evaluated run's label: ``<method>_seed<N>``, or a plain command's ``after_rl``
+    as its record's ``runs`` names it (a single collected run, before or without ``merge``)."""
+    if "_seed" in label:
+        method, seed = label.rsplit("_seed", 1)
+        return method, int(seed)
+    info = json.loads((rec_dir / "record.json").read_text()).get("runs", {}).get(label, {})
+    if info.get("method") is None or info.get("seed") is None:
+        raise ValueError(f"{rec_dir}: episodes/{label} is neither <method>_seed<N> nor a run whose method and seed "
+                         "the record's runs name")
+    return info["method"], int(info["seed"])
+
+
 def _matrices(rec_dir: Path, panel: str):
     """{method: (seeds x games) success matrix} and the warm start's (1 x games), over the same games."""
     from gaca_openrlhf.report.stats import success_matrix
@@ -52,8 +65,8 @@ def _matrices(rec_dir: Path, panel: str):
     for d in sorted(ep_root.iterdir()):
         if d.name == "warm_start" or not (d / f"{panel}.jsonl").is_file():
             continue
-        method, seed = d.name.rsplit("_seed", 1)
-        by_method.setdefault(method, {})[int(seed)] = _read_panel(d / f"{panel}.jsonl")
+        method, seed = _method_seed(rec_dir, d.name)
+        by_method.setdefault(method, {})[seed] = _read_panel(d / f"{panel}.jsonl")
     mats = {m: success_matrix(v, games)[0] for m, v in by_method.items()}
     return warm, mats
 
@@ -240,7 +253,7 @@ def val_curve_lines(rec_dir: Path, final_iteration) -> list[str]:
     by_method: dict = {}
     for d in sorted(ep_root.iterdir()):
         if d.name != "warm_start":
-            method, seed = d.name.rsplit("_seed", 1)
+            method, _ = _method_seed(rec_dir, d.name)
             files = [d / f"val_step{s}.jsonl" for s in steps] + [d / "val.jsonl"]
             if all(f.is_file() for f in files):
                 by_method.setdefault(method, []).append(files)

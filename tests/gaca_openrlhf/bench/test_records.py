@@ -121,6 +121,19 @@ def _plain_part(tmp_path: Path, name: str, seed: int, wins: list, warm=(1, 0, 0,
     return tmp_path / "r" / name
 
 
+def test_a_single_collected_plain_run_renders_under_its_method(tmp_path):
+    """A plain run collected on its own (labels warm_start and after_rl, before any merge) renders as its method's
+    row, seed from the record. Catches the crash it was (after_rl split as <method>_seed<N>)."""
+    part = _plain_part(tmp_path, "s3", 3, [1, 1, 1, 0], method="gigpo")
+    text = records.render_record(part)
+    assert "| GIGPO | 1 | 75.0 [" in text and "AFTER_RL" not in text
+    rec = json.loads((part / "record.json").read_text())
+    rec["runs"]["after_rl"].pop("seed")
+    (part / "record.json").write_text(json.dumps(rec))
+    with pytest.raises(ValueError, match="after_rl is neither"):
+        records.render_record(part)
+
+
 def test_merge_makes_one_multi_seed_record_of_single_seed_parts(tmp_path):
     from gaca_openrlhf.report.stats import difference
 
