@@ -74,7 +74,8 @@ def test_a_run_recorded_with_the_deprecated_option_names_is_reused(tmp_path):
     cfg = cfg_of("--compare")
     st, run_dir, cmd = finished_run(tmp_path, cfg)
     cmd = cmd + ["--run.backend", "cpu"]
-    assert cmd[cmd.index("--run.mini_batch_steps") + 1] == "32"  # the compare's, as in a recorded command
+    # the compare's update size, as in a recorded command
+    assert cmd[cmd.index("--run.mini_batch_steps") + 1] == str(cfg.rl_mini_batch_steps) != "64"
     old = _old_spelling(cmd, {})
     assert "--gaca.mini_batch_steps" in old and "--gaca.backend" in old and "--run.max_iterations" not in old
     (run_dir / "command.txt").write_text(shlex.join(old) + "\n")
