@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from .files import EPISODE_KEYS, PANELS, _read_panel
+from .files import EPISODE_KEYS, PANELS, _label_of, _read_panel
 from .machine import cpu_model
 
 
@@ -62,20 +62,13 @@ def collect(out_dir, dest, what: str = "") -> dict:
     return record
 
 
-def _label_of(label: str, info: dict) -> str:
-    """A run's label as a multi-seed record names it: the plain command's ``after_rl`` becomes
-    ``<method>_seed<N>`` (its record's ``runs`` entry names both)."""
-    if label == "after_rl" and info.get("method") is not None and info.get("seed") is not None:
-        return f"{info['method']}_seed{info['seed']}"
-    return label
-
-
 def merge(sources, dest, what: str = "") -> dict:
     """One record of several: the same setting run by separate invocations (one training seed or method each, or a
     few), as ``collect`` wrote them (``results/<name>/<part>``). The parts must share the setting (every config key
     but ``rl_seeds`` and ``methods``, which the merged record unites), the CPU, the dtypes and the warm start, episode
-    by episode on every panel; no run may be in two parts. Writes ``dest/record.json``, ``dest/episodes`` and ``dest/metrics`` (replacing only those: the parts may
-    live inside ``dest``); the plain command's ``after_rl`` label becomes ``<method>_seed<N>``."""
+    by episode on every panel; no run may be in two parts. Writes ``dest/record.json``, ``dest/episodes`` and
+    ``dest/metrics`` (replacing only those: the parts may live inside ``dest``); the plain command's ``after_rl``
+    label becomes ``<method>_seed<N>``."""
     sources, dest = [Path(x) for x in sources], Path(dest)
     if len(sources) < 2:
         raise ValueError("merge needs at least two records")

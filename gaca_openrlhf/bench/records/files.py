@@ -32,3 +32,11 @@ def _read_panel(path: Path) -> list[dict]:
 
 def _order(methods) -> list[str]:
     return sorted(methods, key=lambda m: (METHOD_ORDER.index(m) if m in METHOD_ORDER else 99, m))
+
+
+def _label_of(label: str, info: dict) -> str:
+    """A run's label as a multi-seed record names it: the plain command's ``after_rl`` becomes
+    ``<method>_seed<N>`` (its record's ``runs`` entry names both)."""
+    if label == "after_rl" and info.get("method") is not None and info.get("seed") is not None:
+        return f"{info['method']}_seed{info['seed']}"
+    return label

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .files import PANELS, _order, _read_jsonl, _read_panel
+from .files import PANELS, _label_of, _order, _read_jsonl, _read_panel
 from .machine import machine_line
 
 
@@ -39,17 +39,20 @@ def _other_settings(cfg: dict) -> str:
     return "; other settings than the plain command's: " + ", ".join(f"{k} {cfg.get(k)}" for k in other)
 
 
-def _method_seed(rec_dir: Path, label: str) -> tuple[str, int]:
+def _method_seed(rec_dir: Path, label: str, runs: dict) -> tuple[str, int]:
     """(method, training seed) of an evaluated run's label: ``<method>_seed<N>``, or a plain command's ``after_rl``
-    as its record's ``runs`` names it (a single collected run, before or without ``merge``)."""
-    if "_seed" in label:
-        method, seed = label.rsplit("_seed", 1)
-        return method, int(seed)
-    info = json.loads((rec_dir / "record.json").read_text()).get("runs", {}).get(label, {})
-    if info.get("method") is None or info.get("seed") is None:
+    as the record's ``runs`` names it (a single collected run, before or without ``merge``)."""
+    name = _label_of(label, runs.get(label, {}))
+    if "_seed" not in name:
         raise ValueError(f"{rec_dir}: episodes/{label} is neither <method>_seed<N> nor a run whose method and seed "
                          "the record's runs name")
-    return info["method"], int(info["seed"])
+    method, seed = name.rsplit("_seed", 1)
+    return method, int(seed)
+
+
+def _runs(rec_dir: Path) -> dict:
+    """The record's ``runs`` (label -> method, seed, timings)."""
+    return json.loads((rec_dir / "record.json").read_text()).get("runs", {})
 
 
 def _matrices(rec_dir: Path, panel: str):
@@ -62,10 +65,11 @@ def _matrices(rec_dir: Path, panel: str):
         return None, {}
     warm, games = success_matrix({0: _read_panel(warm_file)})
     by_method: dict[str, dict[int, list]] = {}
+    runs = _runs(rec_dir)
     for d in sorted(ep_root.iterdir()):
         if d.name == "warm_start" or not (d / f"{panel}.jsonl").is_file():
             continue
-        method, seed = _method_seed(rec_dir, d.name)
+        method, seed = _method_seed(rec_dir, d.name, runs)
         by_method.setdefault(method, {})[seed] = _read_panel(d / f"{panel}.jsonl")
     mats = {m: success_matrix(v, games)[0] for m, v in by_method.items()}
     return warm, mats
@@ -251,9 +255,10 @@ def val_curve_lines(rec_dir: Path, final_iteration) -> list[str]:
     cols = steps + ([int(final_iteration)] if final_iteration else [])
     rows = []
     by_method: dict = {}
+    runs = _runs(rec_dir)
     for d in sorted(ep_root.iterdir()):
         if d.name != "warm_start":
-            method, _ = _method_seed(rec_dir, d.name)
+            method, _ = _method_seed(rec_dir, d.name, runs)
             files = [d / f"val_step{s}.jsonl" for s in steps] + [d / "val.jsonl"]
             if all(f.is_file() for f in files):
                 by_method.setdefault(method, []).append(files)
