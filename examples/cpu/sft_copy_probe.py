@@ -11,6 +11,8 @@ gaca_openrlhf/bench/quickstart/__init__.py's status).
     python examples/cpu/sft_copy_probe.py --demos TRAIN.jsonl --heldout HELD.jsonl --steps 600 \
         --prompt-loss-weight 0.3 --augment-prob 0.8 --out /tmp/probe1
     python examples/cpu/sft_copy_probe.py --demos TRAIN.jsonl --heldout HELD.jsonl --steps 0 --init WARM  # probe only
+    # the SFT's copy gate (gaca_openrlhf.sft.train.copy_check) on a warm start, as its SFT computes it
+    python examples/cpu/sft_copy_probe.py --demos WARM/demos.jsonl --heldout HELD.jsonl --steps 0 --init WARM --gate
     # the runs behind the quickstart recipe (no-distractor games; 3000 steps = 1500 + 1500 from the first model):
     python examples/cpu/sft_copy_probe.py --demos TRAIN.jsonl --heldout HELD.jsonl --steps 1500 --upsample take=3,move=3 \
         --prompt-loss-weight 0.3 --augment-prob 0.8 --out /tmp/d
@@ -53,6 +55,26 @@ def probe(model_dir, demos, name, n=40, seed=0):
           + " ".join(f"{k} {v[0]}/{v[2]}(adm {v[1]})" for k, v in sorted(res.items())), flush=True)
 
 
+def gate(model_dir, demos):
+    """The copy gate's check (SFTConfig defaults, the quickstart's verbs and renaming) of ``model_dir``."""
+    import json
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from gaca_openrlhf.bench.quickstart.config import PRESETS
+    from gaca_openrlhf.sft.augment import Renamer
+    from gaca_openrlhf.sft.train import SFTConfig, _greedy, copy_check, encode_samples
+
+    cfg, q = SFTConfig(), PRESETS["full"]
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    pairs = [(d.prompt, d.response) for d in demos]
+    longest = max(len(r) for _, r in encode_samples(tok, pairs, cfg.prompt_max_len))
+    check = copy_check(_greedy(model, tok, cfg.prompt_max_len, longest + 8), pairs, q.sft_check_verbs,
+                       cfg.check_samples, Renamer([p for p, _ in pairs]))
+    print("GATE", model_dir, json.dumps(check), "passes" if check["exact"] >= cfg.check_min else "fails", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--demos", required=True)
@@ -67,6 +89,8 @@ def main():
     ap.add_argument("--init", default="", help="start from this model folder (default: a fresh quickstart model)")
     ap.add_argument("--copy-steps", type=int, default=0, help="synthetic copy pre-training steps before SFT")
     ap.add_argument("--out", default="")
+    ap.add_argument("--gate", action="store_true",
+                    help="with --steps 0: print the SFT copy gate's check of --init (the quickstart's settings)")
     a = ap.parse_args()
     from gaca_openrlhf.models.agent import SIZES, ensure_agent_model
     from gaca_openrlhf.sft.augment import Renamer
@@ -105,6 +129,9 @@ def main():
                   progress=lambda i, n, loss: print(f"step {i}/{n} loss {loss:.3f} {time.time() - t0:.0f}s",
                                                     flush=True) if i % 50 == 0 or i == n else None)
         model = a.out
+    if a.gate:
+        gate(model, train)
+        return
     probe(model, train, "train")
     probe(model, held, "heldout")
 

@@ -27,7 +27,9 @@ def _bar(desc: str):
 
     def update(done: int, total: int, loss: float | None = None) -> None:
         bar = state.get("bar")
-        if bar is None:
+        if bar is None or bar.total != total:  # a new bar when the copy gate adds a cycle
+            if bar is not None:
+                bar.close()
             bar = state["bar"] = tqdm(total=total, desc=desc, file=sys.stderr, dynamic_ncols=True, mininterval=5)
         bar.n = done
         if loss is not None:
@@ -35,6 +37,7 @@ def _bar(desc: str):
         bar.refresh()
         if done >= total:
             bar.close()
+            state["bar"] = None
 
     return update
 
@@ -74,6 +77,13 @@ def main(argv=None) -> int:
                        help="repeat samples whose action starts with VERB TIMES times, e.g. take=3,move=3")
         s.add_argument("--cycles", type=int, default=SFTConfig.cycles,
                        help="cosine learning-rate cycles with restarts, cycle c peaking at lr * 0.5**c")
+        s.add_argument("--max-cycles", type=int, default=SFTConfig.max_cycles,
+                       help="the copy gate: add cycles while the copy check fails, up to this many in all "
+                            "(<= --cycles: off; SFTConfig.max_cycles)")
+        s.add_argument("--check-verbs", default=SFTConfig.check_verbs, metavar="VERB,...",
+                       help="the copy check's samples: actions starting with these verbs, e.g. take,move")
+        s.add_argument("--check-min", type=float, default=SFTConfig.check_min,
+                       help="share of exact greedy actions that passes the copy check")
         s.add_argument("--no-progress", action="store_true")
         s.add_argument("--progress-lines", action="store_true",
                        help="print '[gaca-progress] <stage> done/total' lines on stdout instead of progress bars "
@@ -106,7 +116,8 @@ def main(argv=None) -> int:
     cfg = SFTConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
                     prompt_max_len=args.prompt_max_len, prompt_loss_weight=args.prompt_loss_weight,
                     augment_prob=args.augment_prob if env.sft_augment else 0.0, upsample=args.upsample,
-                    cycles=args.cycles)
+                    cycles=args.cycles, max_cycles=args.max_cycles, check_verbs=args.check_verbs,
+                    check_min=args.check_min)
     try:
         parse_upsample(cfg.upsample)
     except ValueError as e:

@@ -51,6 +51,19 @@ class SFTConfig:
     #: the quickstart's measured recipe is 2 cycles (2e-3 then 1e-3)
     cycles: int = 1
     cycle_decay: float = 0.5
+    #: the copy gate (issue 35: whether a from-scratch model learns to copy an object's name from its prompt within
+    #: the planned cycles is a draw of its seed): after the planned ``cycles``, while :func:`copy_check` scores below
+    #: ``check_min``, add a cycle of the same length peaking at ``cycle_decay`` x the previous one, up to
+    #: ``max_cycles`` cycles in all. ``max_cycles <= cycles`` or no ``check_verbs``: no gate, exactly ``cycles``
+    #: cycles. A run that passes at its planned cycles is bitwise the run without the gate (the check draws no
+    #: random number the training uses).
+    max_cycles: int = 0
+    #: the check's samples: training samples whose action starts with one of these comma-separated verbs
+    #: (``"take,move"``: the ALFWorld actions that copy an object's name), entities renamed by ``augment`` where
+    #: given, so that a memorised name cannot pass
+    check_verbs: str = ""
+    check_samples: int = 64  # how many (drawn with a fixed seed, independent of ``seed``)
+    check_min: float = 0.9  # the share of exact greedy actions that passes
 
 
 def save_model(model, tokenizer, out_dir: str | os.PathLike, stats_file: str, stats: dict) -> Path:
@@ -76,6 +89,59 @@ def lr_factor(step: int, cycle: int, warmup: int, cycle_decay: float = 0.5) -> f
     if s < warmup:
         return peak * (s + 1) / warmup
     return peak * 0.5 * (1 + math.cos(math.pi * (s - warmup) / max(1, cycle - warmup)))
+
+
+def extended_lr_factor(step: int, planned: int, cycle: int, warmup: int, cycles: int,
+                       cycle_decay: float = 0.5) -> float:
+    """:func:`lr_factor` over the ``planned`` steps; after them, the copy gate's extra cycles (``cycle`` steps each,
+    counted from ``planned``), extra cycle ``k`` peaking at ``cycle_decay ** (cycles + k)``."""
+    if step < planned:
+        return lr_factor(step, cycle, warmup, cycle_decay)
+    k, s = divmod(step - planned, cycle)
+    return cycle_decay ** (cycles + k) * lr_factor(s, cycle, warmup, 1.0)
+
+
+def action_of(response: str) -> str:
+    """The action of a response (``...<action>A</action>`` -> ``A``; no ``<action>`` tag -> ``""``)."""
+    if "<action>" not in response:
+        return ""
+    return response.rpartition("<action>")[2].split("</action>")[0].strip()
+
+
+def copy_check(generate: Callable[[str], str], pairs: Sequence[tuple[str, str]], verbs: str, n: int,
+               augment: Callable[[str, str, random.Random], tuple[str, str]] | None = None, seed: int = 1234) -> dict:
+    """Score ``generate`` (prompt text -> response text, greedy) on ``n`` of ``pairs`` whose action starts with one
+    of ``verbs`` (comma-separated), each renamed by ``augment`` where given: ``{"exact": share of responses whose
+    action equals the expected one, "n": samples scored, "by_verb": {verb: [exact, n]}}`` (``exact`` 1.0 when no
+    sample has such a verb: nothing to check)."""
+    wanted = {v.strip() for v in verbs.split(",") if v.strip()}
+    idx = [i for i, (_, r) in enumerate(pairs) if action_of(r).split(" ", 1)[0] in wanted]
+    rng = random.Random(seed)
+    idx = sorted(rng.sample(idx, min(n, len(idx))))
+    by_verb: dict[str, list[int]] = {}
+    for i in idx:
+        prompt, response = augment(*pairs[i], rng) if augment is not None else pairs[i]
+        want = action_of(response)
+        c = by_verb.setdefault(want.split(" ", 1)[0], [0, 0])
+        c[0] += action_of(generate(prompt)) == want
+        c[1] += 1
+    hits = sum(c[0] for c in by_verb.values())
+    return {"exact": hits / len(idx) if idx else 1.0, "n": len(idx), "by_verb": by_verb}
+
+
+def _greedy(model, tokenizer, prompt_max_len: int, max_new_tokens: int) -> Callable[[str], str]:
+    """prompt text -> the model's greedy response text (the rollout's prompt encoding)."""
+    import torch
+
+    def generate(prompt: str) -> str:
+        ids = torch.tensor([fit_prompt(encode_prompt(tokenizer, prompt), prompt_max_len)])
+        with torch.no_grad():
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                                 do_sample=False, eos_token_id=tokenizer.eos_token_id,
+                                 pad_token_id=tokenizer.pad_token_id)
+        return tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+
+    return generate
 
 
 def parse_upsample(spec: str) -> dict[str, int]:
@@ -149,7 +215,10 @@ def train_sft(model_dir: str | os.PathLike, pairs: Sequence[tuple[str, str]], ou
     """Fine-tune the model in ``model_dir`` on ``pairs`` and save it to ``out_dir``; return the training stats.
 
     ``augment`` (with ``cfg.augment_prob`` > 0): a sample drawn for a batch is replaced, with that probability, by
-    ``augment(prompt, response, rng)`` encoded afresh (e.g. :class:`gaca_openrlhf.sft.augment.Renamer`)."""
+    ``augment(prompt, response, rng)`` encoded afresh (e.g. :class:`gaca_openrlhf.sft.augment.Renamer`).
+
+    With the copy gate on (``cfg.max_cycles > cfg.cycles`` and ``cfg.check_verbs``), the stats carry every check
+    (``copy_checks``) and the cycles run (``cycles_run``); ``steps`` counts the extra cycles' steps too."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -159,6 +228,7 @@ def train_sft(model_dir: str | os.PathLike, pairs: Sequence[tuple[str, str]], ou
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
+    distinct = list(pairs)  # the copy check draws from these (upsampling repeats some)
     if cfg.upsample:
         pairs = upsample_pairs(pairs, cfg.upsample)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -169,42 +239,66 @@ def train_sft(model_dir: str | os.PathLike, pairs: Sequence[tuple[str, str]], ou
     cycle = max(1, math.ceil(total / max(1, cfg.cycles)))
     warmup = max(1, int(cfg.warmup_frac * cycle))
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, cycle, warmup, cfg.cycle_decay))
+    planned = total
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: extended_lr_factor(s, planned, cycle, warmup, cfg.cycles, cfg.cycle_decay))
+    gate = cfg.max_cycles > cfg.cycles and bool(cfg.check_verbs.strip())
+    cycles_run, checks = cfg.cycles, []
     pad = tokenizer.pad_token_id
-    model.train()
     losses, t0, step = [], time.time(), 0
     queue: list[list[int]] = []
-    while step < total:
-        if not queue:
-            queue = _batches(samples, cfg.batch_size, rng)
-        idx = queue.pop()
-        batch = [samples[i] for i in idx]
-        if augment is not None and cfg.augment_prob > 0:
-            batch = [encode_samples(tokenizer, [augment(*pairs[i], rng)], cfg.prompt_max_len)[0]
-                     if rng.random() < cfg.augment_prob else samples[i] for i in idx]
-        seqs = [p + r for p, r in batch]
-        width = max(map(len, seqs))
-        ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs])
-        mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
-        pmask = torch.tensor([[1] * len(p) + [0] * (width - len(p)) for p, _ in batch])
-        rmask = mask - pmask
-        loss = sft_loss(model(input_ids=ids, attention_mask=mask).logits, ids, pmask, rmask, cfg.prompt_loss_weight)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        step += 1
-        losses.append(loss.item())
-        if progress:
-            progress(step, total, losses[-1])
-    model.eval()
+
+    def train_until(last: int) -> None:
+        nonlocal step, queue
+        model.train()
+        while step < last:
+            if not queue:
+                queue = _batches(samples, cfg.batch_size, rng)
+            idx = queue.pop()
+            batch = [samples[i] for i in idx]
+            if augment is not None and cfg.augment_prob > 0:
+                batch = [encode_samples(tokenizer, [augment(*pairs[i], rng)], cfg.prompt_max_len)[0]
+                         if rng.random() < cfg.augment_prob else samples[i] for i in idx]
+            seqs = [p + r for p, r in batch]
+            width = max(map(len, seqs))
+            ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs])
+            mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
+            pmask = torch.tensor([[1] * len(p) + [0] * (width - len(p)) for p, _ in batch])
+            rmask = mask - pmask
+            loss = sft_loss(model(input_ids=ids, attention_mask=mask).logits, ids, pmask, rmask,
+                            cfg.prompt_loss_weight)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            step += 1
+            losses.append(loss.item())
+            if progress:
+                progress(step, last, losses[-1])
+        model.eval()
+
+    train_until(total)
+    while gate:  # the copy gate: one more cycle while the check fails (SFTConfig.max_cycles)
+        check = copy_check(_greedy(model, tokenizer, cfg.prompt_max_len, max(len(r) for _, r in samples) + 8),
+                           distinct, cfg.check_verbs, cfg.check_samples, augment)
+        checks.append({"step": step, "cycles": cycles_run, **check})
+        log(f"SFT copy check after {cycles_run} cycles ({step} steps): {check['exact']:.2f} exact greedy actions on "
+            f"{check['n']} {'renamed ' if augment else ''}{cfg.check_verbs} samples (passes at {cfg.check_min})"
+            if check["n"] else f"SFT copy check: no training sample's action starts with {cfg.check_verbs}")
+        if check["exact"] >= cfg.check_min or cycles_run >= cfg.max_cycles:
+            break
+        cycles_run += 1
+        total += cycle
+        train_until(total)
     tail = losses[-max(1, len(losses) // 10):]
     stats = {"samples": len(samples), "steps": total, "epochs": cfg.epochs, "seconds": round(time.time() - t0, 1),
              "loss_first": losses[0], "loss_last10pct": sum(tail) / len(tail),
              "prompt_tokens_mean": sum(len(p) for p, _ in samples) / len(samples),
              "prompt_tokens_max": max(len(p) for p, _ in samples),
              "response_tokens_mean": sum(len(r) for _, r in samples) / len(samples), "config": asdict(cfg)}
+    if gate:
+        stats.update(cycles_run=cycles_run, copy_checks=checks)
     save_model(model, tokenizer, out_dir, "gaca_sft.json", stats)
     log(f"SFT: {stats['samples']} samples, {total} steps, loss {stats['loss_first']:.3f} -> "
         f"{stats['loss_last10pct']:.3f} in {stats['seconds']} s")

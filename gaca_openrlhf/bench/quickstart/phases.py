@@ -33,13 +33,17 @@ def phase_sft(cfg: QuickstartConfig, st: State, out: Path, con: Console) -> str:
                 "--epochs", str(cfg.sft_epochs), "--lr", str(cfg.sft_lr),
                 "--prompt-loss-weight", str(cfg.sft_prompt_loss_weight), "--augment-prob", str(cfg.sft_augment_prob),
                 "--upsample", cfg.sft_upsample, "--cycles", str(cfg.sft_cycles), "--seed", str(cfg.sft_seed),
-                "--progress-lines"],
+                "--max-cycles", str(cfg.sft_max_cycles), "--check-verbs", cfg.sft_check_verbs, "--progress-lines"],
                con.log_dir / "sft.log", env=child_env(), on_progress=con.progress)
     st.warm = str(warm)
     st.sft = json.loads((warm / "gaca_sft.json").read_text())
     s = st.sft
+    gate = ""
+    if s.get("copy_checks"):
+        scores = " -> ".join(f"{c['exact']:.2f}" for c in s["copy_checks"])
+        gate = f"; copy check {scores} after {s['cycles_run']} cycles"
     return (f"{s['demos'].get('won')} expert episodes, {s['samples']} step samples, {s['steps']} steps, "
-            f"loss {s['loss_first']:.2f} -> {s['loss_last10pct']:.3f}; {warm}")
+            f"loss {s['loss_first']:.2f} -> {s['loss_last10pct']:.3f}{gate}; {warm}")
 
 
 def phase_given_warm_start(st: State, model_dir: str) -> str:

@@ -217,6 +217,22 @@ def test_sft_upsample_reaches_the_sft_command(tmp_path, monkeypatch):
     assert cmd[cmd.index("--upsample") + 1] == "take=3,move=3"
 
 
+def test_sft_copy_gate_reaches_the_sft_command(tmp_path, monkeypatch):
+    seen = []
+
+    def fake_run(cmd, log, env=None, **kw):  # records the SFT command instead of training
+        seen.append(cmd)
+        raise PhaseError("stop")
+
+    monkeypatch.setattr(phases, "run_logged", fake_run)
+    for argv, cycles, verbs in (([], "4", "take,move"), (["--sft-max-cycles", "3", "--sft-check-verbs", "click"],
+                                                         "3", "click")):
+        with pytest.raises(PhaseError):
+            phases.phase_sft(cfg_of(*argv), State(data=str(tmp_path)), tmp_path, Console(tmp_path, 1))
+        cmd = seen[-1]
+        assert (cmd[cmd.index("--max-cycles") + 1], cmd[cmd.index("--check-verbs") + 1]) == (cycles, verbs)
+
+
 def test_sft_seed_reaches_the_sft_command_and_names_its_own_warm_start(tmp_path, monkeypatch):
     seen = []
 

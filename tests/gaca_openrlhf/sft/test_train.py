@@ -159,3 +159,78 @@ def test_sft_uses_the_cycles(base, tmp_path, monkeypatch):
     monkeypatch.setattr(train, "lr_factor", lambda s, c, w, d=0.5: (seen.append((s, c)), real(s, c, w, d))[1])
     train_sft(base, PAIRS, tmp_path / "c", SFTConfig(epochs=4, batch_size=1, cycles=2), log=lambda m: None)
     assert {c for _, c in seen} == {4}
+
+
+def test_extended_lr_factor_is_the_planned_schedule_then_decayed_cycles():
+    from gaca_openrlhf.sft.train import extended_lr_factor, lr_factor
+
+    for step in (0, 9, 55, 150, 199):  # the planned 2 cycles of 100 steps: unchanged
+        assert extended_lr_factor(step, 200, 100, 10, 2) == lr_factor(step, 100, 10)
+    # the gate's first extra cycle starts at step 200 and peaks at 0.5 ** 2, the second at 0.5 ** 3
+    assert extended_lr_factor(200, 200, 100, 10, 2) == pytest.approx(0.25 * 0.1)
+    assert extended_lr_factor(209, 200, 100, 10, 2) == pytest.approx(0.25)
+    assert extended_lr_factor(255, 200, 100, 10, 2) == pytest.approx(0.125)
+    assert extended_lr_factor(309, 200, 100, 10, 2) == pytest.approx(0.125)
+
+
+def test_copy_check_scores_the_exact_actions_of_the_check_verbs_on_renamed_samples():
+    from gaca_openrlhf.sft.train import copy_check
+
+    pairs = [(f"p{i} {v}", f"<think>t</think><action>{v} x{i}</action>")
+             for i, v in enumerate(["take", "move", "go", "take", "move", "open", "take"])]
+    asked = []
+
+    def generate(prompt):  # right on take, wrong on move
+        asked.append(prompt)
+        verb = prompt.split()[1]
+        return f"<action>{verb} x{prompt.split()[0][1:].rstrip('R')}</action>" if verb == "take" else "<action>go</action>"
+
+    def rename(prompt, response, rng):
+        return prompt.replace(" ", "R ", 1), response
+    got = copy_check(generate, pairs, "take, move", 10, augment=rename)
+    assert got["n"] == 5 and got["by_verb"] == {"take": [3, 3], "move": [0, 2]}
+    assert got["exact"] == pytest.approx(3 / 5)
+    assert all("R " in a for a in asked) and not any(" go" in a or " open" in a for a in asked)
+    assert copy_check(generate, pairs, "take", 2)["n"] == 2  # at most n samples
+    assert copy_check(generate, pairs, "click", 8) == {"exact": 1.0, "n": 0, "by_verb": {}}  # nothing to check
+
+
+def _weights(folder):
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+def test_copy_gate_adds_cycles_while_the_check_fails(base, tmp_path):
+    """Catches: the gate not extending the run, extending past max_cycles, or not recording its checks."""
+    cfg = SFTConfig(epochs=4, batch_size=1, cycles=2, max_cycles=4, check_verbs="take", check_min=1.01)
+    stats = train_sft(base, PAIRS, tmp_path / "g", cfg, log=lambda m: None)
+    assert stats["cycles_run"] == 4 and stats["steps"] == 8 + 2 * 4  # 8 planned steps, cycles of 4
+    assert [c["cycles"] for c in stats["copy_checks"]] == [2, 3, 4]
+    assert [c["step"] for c in stats["copy_checks"]] == [8, 12, 16] and stats["copy_checks"][0]["n"] == 1
+
+
+def test_copy_gate_stops_at_the_first_passing_check(base, tmp_path, monkeypatch):
+    import gaca_openrlhf.sft.train as train
+
+    scores = iter([0.5, 0.95, 0.2])
+    monkeypatch.setattr(train, "copy_check", lambda *a, **k: {"exact": next(scores), "n": 1, "by_verb": {}})
+    cfg = SFTConfig(epochs=4, batch_size=1, cycles=2, max_cycles=5, check_verbs="take")
+    stats = train_sft(base, PAIRS, tmp_path / "g", cfg, log=lambda m: None)
+    assert stats["cycles_run"] == 3 and stats["steps"] == 12 and len(stats["copy_checks"]) == 2
+
+
+def test_copy_gate_that_passes_at_once_leaves_the_warm_start_bitwise_unchanged(base, tmp_path):
+    """Catches: the gate changing the planned run (its schedule, its step loop, its random draws) or the model before
+    it is saved; the records before the gate rest on this (quickstart config.IMPLICIT_BEFORE)."""
+    from gaca_openrlhf.sft.augment import Renamer
+
+    ren = Renamer([p for p, _ in PAIRS])
+    plain = SFTConfig(epochs=4, batch_size=1, cycles=2, augment_prob=0.5)
+    gated = SFTConfig(epochs=4, batch_size=1, cycles=2, augment_prob=0.5, max_cycles=3, check_verbs="take,go",
+                      check_min=0.0)
+    a = train_sft(base, PAIRS, tmp_path / "a", plain, log=lambda m: None, augment=ren)
+    b = train_sft(base, PAIRS, tmp_path / "b", gated, log=lambda m: None, augment=ren)
+    assert b["cycles_run"] == 2 and a["steps"] == b["steps"] == 8 and "copy_checks" not in a
+    wa, wb = _weights(tmp_path / "a"), _weights(tmp_path / "b")
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
