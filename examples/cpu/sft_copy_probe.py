@@ -11,6 +11,9 @@ gaca_openrlhf/bench/quickstart/__init__.py's status).
     python examples/cpu/sft_copy_probe.py --demos TRAIN.jsonl --heldout HELD.jsonl --steps 600 \
         --prompt-loss-weight 0.3 --augment-prob 0.8 --out /tmp/probe1
     python examples/cpu/sft_copy_probe.py --demos TRAIN.jsonl --heldout HELD.jsonl --steps 0 --init WARM  # probe only
+    # every held-out prompt (the warm starts' copy steps: take / move); HELD.jsonl of the 64 validation games:
+    #   save_demos(alfworld_demos(VAL_ROOT, val_panel["games"], expert="search")[0], HELD.jsonl)
+    python examples/cpu/sft_copy_probe.py --demos TRAIN.jsonl --heldout HELD.jsonl --steps 0 --init WARM --probe-n 0
     # the SFT's copy gate (gaca_openrlhf.sft.train.copy_check) on a warm start, as its SFT computes it
     python examples/cpu/sft_copy_probe.py --demos WARM/demos.jsonl --heldout HELD.jsonl --steps 0 --init WARM --gate
     # the runs behind the quickstart recipe (no-distractor games; 3000 steps = 1500 + 1500 from the first model):
@@ -38,7 +41,7 @@ def probe(model_dir, demos, name, n=40, seed=0):
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     res = {}
-    for d in random.Random(seed).sample(demos, min(n, len(demos))):
+    for d in random.Random(seed).sample(demos, min(n, len(demos))) if n else demos:
         ids = torch.tensor([encode_prompt(tok, d.prompt)])
         with torch.no_grad():
             out = model.generate(ids, max_new_tokens=48, do_sample=False, eos_token_id=tok.eos_token_id,
@@ -63,14 +66,14 @@ def gate(model_dir, demos):
 
     from gaca_openrlhf.bench.quickstart.config import PRESETS
     from gaca_openrlhf.sft.augment import Renamer
-    from gaca_openrlhf.sft.train import SFTConfig, _greedy, copy_check, encode_samples
+    from gaca_openrlhf.sft.train import SFTConfig, copy_check, encode_samples, greedy_responder
 
     cfg, q = SFTConfig(), PRESETS["full"]
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     pairs = [(d.prompt, d.response) for d in demos]
     longest = max(len(r) for _, r in encode_samples(tok, pairs, cfg.prompt_max_len))
-    check = copy_check(_greedy(model, tok, cfg.prompt_max_len, longest + 8), pairs, q.sft_check_verbs,
+    check = copy_check(greedy_responder(model, tok, cfg.prompt_max_len, longest + 8), pairs, q.sft_check_verbs,
                        cfg.check_samples, Renamer([p for p, _ in pairs]))
     print("GATE", model_dir, json.dumps(check), "passes" if check["exact"] >= cfg.check_min else "fails", flush=True)
 
@@ -89,6 +92,7 @@ def main():
     ap.add_argument("--init", default="", help="start from this model folder (default: a fresh quickstart model)")
     ap.add_argument("--copy-steps", type=int, default=0, help="synthetic copy pre-training steps before SFT")
     ap.add_argument("--out", default="")
+    ap.add_argument("--probe-n", type=int, default=40, help="prompts probed per set (0: every one)")
     ap.add_argument("--gate", action="store_true",
                     help="with --steps 0: print the SFT copy gate's check of --init (the quickstart's settings)")
     a = ap.parse_args()
@@ -132,8 +136,8 @@ def main():
     if a.gate:
         gate(model, train)
         return
-    probe(model, train, "train")
-    probe(model, held, "heldout")
+    probe(model, train, "train", n=a.probe_n)
+    probe(model, held, "heldout", n=a.probe_n)
 
 
 if __name__ == "__main__":

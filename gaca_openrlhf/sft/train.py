@@ -129,7 +129,7 @@ def copy_check(generate: Callable[[str], str], pairs: Sequence[tuple[str, str]],
     return {"exact": hits / len(idx) if idx else 1.0, "n": len(idx), "by_verb": by_verb}
 
 
-def _greedy(model, tokenizer, prompt_max_len: int, max_new_tokens: int) -> Callable[[str], str]:
+def greedy_responder(model, tokenizer, prompt_max_len: int, max_new_tokens: int) -> Callable[[str], str]:
     """prompt text -> the model's greedy response text (the rollout's prompt encoding)."""
     import torch
 
@@ -280,8 +280,8 @@ def train_sft(model_dir: str | os.PathLike, pairs: Sequence[tuple[str, str]], ou
 
     train_until(total)
     while gate:  # the copy gate: one more cycle while the check fails (SFTConfig.max_cycles)
-        check = copy_check(_greedy(model, tokenizer, cfg.prompt_max_len, max(len(r) for _, r in samples) + 8),
-                           distinct, cfg.check_verbs, cfg.check_samples, augment)
+        respond = greedy_responder(model, tokenizer, cfg.prompt_max_len, max(len(r) for _, r in samples) + 8)
+        check = copy_check(respond, distinct, cfg.check_verbs, cfg.check_samples, augment)
         checks.append({"step": step, "cycles": cycles_run, **check})
         log(f"SFT copy check after {cycles_run} cycles ({step} steps): {check['exact']:.2f} exact greedy actions on "
             f"{check['n']} {'renamed ' if augment else ''}{cfg.check_verbs} samples (passes at {cfg.check_min})"

@@ -20,7 +20,8 @@ Phases (one status line each; every command's full output goes to ``<out>/logs/<
    prompt shows) instead of the generator's privileged walkthroughs (``--expert walkthrough``). Recipe: ~3000 steps
    in two cosine cycles (2e-3, then 1e-3), next-token loss on the prompt at weight 0.3, entity classes renamed
    consistently in 80 % of drawn samples, ``take`` / ``move`` samples counted 3 times -- the from-scratch model
-   learns to copy an object's name from its prompt only after ~2000 such steps (see the status below).
+   learns to copy an object's name from its prompt only after ~2000 such steps (see the status below), and the
+   copy gate adds cycles (up to 4 in all) to a seed that has not learned it by the end (``--sft-max-cycles``).
 3. **eval-before** -- the warm start on the test and validation panels, fixed tasks, evaluation seed 0
    (:mod:`.evaluate`: the eval module's runner with one vLLM engine for all panels and seeds).
 4. **rl** -- GACA iterations through the real pipeline (``python -m gaca_openrlhf.cli.train_ppo``: Ray + DeepSpeed

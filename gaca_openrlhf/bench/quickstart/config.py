@@ -129,10 +129,11 @@ flag): the common settings (:class:`CommonConfig`), then each environment's own 
 
 PRESETS = {
     "full": QuickstartConfig(),
-    # each environment's configure hook makes its own options' smoke changes
+    # each environment's configure hook makes its own options' smoke changes; no copy gate (a 2-epoch SFT never
+    # copies, and the gate's extra cycles would only lengthen CI)
     "smoke": QuickstartConfig(train_games=4, heldout_games=3, val_games=2, model_size="smoke", sft_epochs=2.0,
-                              sft_max_cycles=0, max_steps=6, max_new_tokens=40, rl_iterations=2, rl_tasks_per_iter=2, rl_n=2,
-                              rl_mini_batch_steps=8, num_envs=3, val_every=1),
+                              sft_max_cycles=0, max_steps=6, max_new_tokens=40, rl_iterations=2,
+                              rl_tasks_per_iter=2, rl_n=2, rl_mini_batch_steps=8, num_envs=3, val_every=1),
 }
 
 

@@ -182,8 +182,8 @@ def test_copy_check_scores_the_exact_actions_of_the_check_verbs_on_renamed_sampl
 
     def generate(prompt):  # right on take, wrong on move
         asked.append(prompt)
-        verb = prompt.split()[1]
-        return f"<action>{verb} x{prompt.split()[0][1:].rstrip('R')}</action>" if verb == "take" else "<action>go</action>"
+        verb, i = prompt.split()[1], prompt.split()[0][1:].rstrip("R")
+        return f"<action>{verb} x{i}</action>" if verb == "take" else "<action>go</action>"
 
     def rename(prompt, response, rng):
         return prompt.replace(" ", "R ", 1), response
