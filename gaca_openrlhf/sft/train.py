@@ -101,29 +101,24 @@ def extended_lr_factor(step: int, planned: int, cycle: int, warmup: int, cycles:
     return cycle_decay ** (cycles + k) * lr_factor(s, cycle, warmup, 1.0)
 
 
-def action_of(response: str) -> str:
-    """The action of a response (``...<action>A</action>`` -> ``A``; no ``<action>`` tag -> ``""``)."""
-    if "<action>" not in response:
-        return ""
-    return response.rpartition("<action>")[2].split("</action>")[0].strip()
-
-
 def copy_check(generate: Callable[[str], str], pairs: Sequence[tuple[str, str]], verbs: str, n: int,
                augment: Callable[[str, str, random.Random], tuple[str, str]] | None = None, seed: int = 1234) -> dict:
     """Score ``generate`` (prompt text -> response text, greedy) on ``n`` of ``pairs`` whose action starts with one
     of ``verbs`` (comma-separated), each renamed by ``augment`` where given: ``{"exact": share of responses whose
-    action equals the expected one, "n": samples scored, "by_verb": {verb: [exact, n]}}`` (``exact`` 1.0 when no
+    action, projected as the rollout projects it (:func:`agents.parsing.parse_action`), equals the expected one, "n": samples scored, "by_verb": {verb: [exact, n]}}`` (``exact`` 1.0 when no
     sample has such a verb: nothing to check)."""
+    from agents.parsing import parse_action
+
     wanted = {v.strip() for v in verbs.split(",") if v.strip()}
-    idx = [i for i, (_, r) in enumerate(pairs) if action_of(r).split(" ", 1)[0] in wanted]
+    idx = [i for i, (_, r) in enumerate(pairs) if parse_action(r).action.split(" ", 1)[0] in wanted]
     rng = random.Random(seed)
     idx = sorted(rng.sample(idx, min(n, len(idx))))
     by_verb: dict[str, list[int]] = {}
     for i in idx:
         prompt, response = augment(*pairs[i], rng) if augment is not None else pairs[i]
-        want = action_of(response)
+        want = parse_action(response).action
         c = by_verb.setdefault(want.split(" ", 1)[0], [0, 0])
-        c[0] += action_of(generate(prompt)) == want
+        c[0] += parse_action(generate(prompt)).action == want
         c[1] += 1
     hits = sum(c[0] for c in by_verb.values())
     return {"exact": hits / len(idx) if idx else 1.0, "n": len(idx), "by_verb": by_verb}

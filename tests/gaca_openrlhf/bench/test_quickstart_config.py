@@ -202,50 +202,35 @@ def test_given_warm_start_is_checked_and_used(tmp_path):
     assert build_parser().parse_args(["--warm-start", "m"]).warm_start == "m"
 
 
-def test_sft_upsample_reaches_the_sft_command(tmp_path, monkeypatch):
+def sft_command(cfg, tmp_path, monkeypatch) -> list[str]:
+    """The command phase_sft would run for ``cfg`` (recorded instead of training: what is checked is its flags)."""
     seen = []
 
-    def fake_run(cmd, log, env=None, **kw):  # records the SFT command instead of training (what is checked: its flags)
+    def fake_run(cmd, log, env=None, **kw):
         seen.append(cmd)
         raise PhaseError("stop")
 
     monkeypatch.setattr(phases, "run_logged", fake_run)
-    cfg = cfg_of("--sft-upsample", "take=3,move=3")
     with pytest.raises(PhaseError):
         phases.phase_sft(cfg, State(data=str(tmp_path)), tmp_path, Console(tmp_path, 1))
-    cmd = seen[0]
+    return seen[0]
+
+
+def test_sft_upsample_reaches_the_sft_command(tmp_path, monkeypatch):
+    cmd = sft_command(cfg_of("--sft-upsample", "take=3,move=3"), tmp_path, monkeypatch)
     assert cmd[cmd.index("--upsample") + 1] == "take=3,move=3"
 
 
 def test_sft_copy_gate_reaches_the_sft_command(tmp_path, monkeypatch):
-    seen = []
-
-    def fake_run(cmd, log, env=None, **kw):  # records the SFT command instead of training
-        seen.append(cmd)
-        raise PhaseError("stop")
-
-    monkeypatch.setattr(phases, "run_logged", fake_run)
     for argv, cycles, verbs in (([], "4", "take,move"), (["--sft-max-cycles", "3", "--sft-check-verbs", "click"],
                                                          "3", "click")):
-        with pytest.raises(PhaseError):
-            phases.phase_sft(cfg_of(*argv), State(data=str(tmp_path)), tmp_path, Console(tmp_path, 1))
-        cmd = seen[-1]
+        cmd = sft_command(cfg_of(*argv), tmp_path, monkeypatch)
         assert (cmd[cmd.index("--max-cycles") + 1], cmd[cmd.index("--check-verbs") + 1]) == (cycles, verbs)
 
 
 def test_sft_seed_reaches_the_sft_command_and_names_its_own_warm_start(tmp_path, monkeypatch):
-    seen = []
-
-    def fake_run(cmd, log, env=None, **kw):  # records the SFT command instead of training
-        seen.append(cmd)
-        raise PhaseError("stop")
-
-    monkeypatch.setattr(phases, "run_logged", fake_run)
     monkeypatch.setenv("GACA_CACHE", str(tmp_path / "cache"))
-    for argv in ([], ["--sft-seed", "2"]):
-        with pytest.raises(PhaseError):
-            phases.phase_sft(cfg_of(*argv), State(data=str(tmp_path)), tmp_path, Console(tmp_path, 1))
-    (seed0, seed2) = seen
+    seed0, seed2 = (sft_command(cfg_of(*argv), tmp_path, monkeypatch) for argv in ([], ["--sft-seed", "2"]))
     assert seed0[seed0.index("--seed") + 1] == "0" and seed2[seed2.index("--seed") + 1] == "2"
     # seed 0 keeps the folder every record cites; another seed must not overwrite (or reuse) it
     assert seed0[seed0.index("--out") + 1] == str(tmp_path / "cache" / "quickstart" / "warm-alfworld-small")
