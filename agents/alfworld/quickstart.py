@@ -21,6 +21,9 @@ OPTIONS = (
     QuickstartOption("max_distractor_types", int, 0),
     # demonstrations: search (observation-consistent) | walkthrough (privileged)
     QuickstartOption("expert", str, "search"),
+    # recovery demonstrations (sft --detours, searcher only): per SFT game, this many more episodes that make one
+    # mistake (repeat a step, go to where the agent stands, wander) and recover; trained on after the mistake only
+    QuickstartOption("sft_detours", int, 0),
     # RL on N other games of the subset (another generator seed) instead of the SFT games; 0 = the SFT games. 256
     # (245 after the disjointness filter) is the issue-35 recipe's pool (notebook §3: on the SFT games, which the warm
     # start has partly memorised, RL did not raise validation success; on fresh games it did). The smoke preset: 0
@@ -175,6 +178,8 @@ def configure(cfg, over, smoke: bool):
     for flag, backend in (("--rl-env-backend", cfg.rl_env_backend), ("--eval-env-backend", cfg.eval_env_backend)):
         if backend not in ("ray", "local"):
             raise SystemExit(f"unknown {flag} {backend!r}; expected ray or local")
+    if getattr(cfg, "sft_detours", 0) and cfg.expert != "search":
+        raise SystemExit("--sft-detours needs --expert search (the recovery episodes are the searcher's)")
     if cfg.expert == "search" and cfg.task_types.replace(" ", "") != "1":
         raise SystemExit("--expert search plays task type 1 (pick_and_place_simple) only; "
                          "use --expert walkthrough for other task types")
@@ -182,7 +187,9 @@ def configure(cfg, over, smoke: bool):
 
 
 def sft_source(cfg, st) -> list:
-    return ["alfworld", "--data", st.data, "--split", "train", "--expert", cfg.expert, "--max-steps", "50"]
+    detours = getattr(cfg, "sft_detours", 0)
+    return (["alfworld", "--data", st.data, "--split", "train", "--expert", cfg.expert, "--max-steps", "50"]
+            + (["--detours", str(detours)] if detours else []))
 
 
 def eval_args(cfg, st) -> list:

@@ -18,6 +18,13 @@ Every rule reads only the task, the admissible list and the last two actions, wh
 training prompt shows (holding the object is also visible as admissible ``move`` commands), so each demonstration
 step is a function of its prompt. Other task types return None (not covered).
 
+Detours (recovery demonstrations, DART-style: Laskey et al. 2017, "DART: Noise Injection for Robust Imitation
+Learning"): the searcher's own episodes never contain a step that changes nothing, so a model trained on them alone
+never sees what follows one -- and a warm start that once stands still tends to stay (issue 35, notebook section 8).
+``play(..., detour=(t, kind))`` replaces the searcher's action at step ``t`` by a mistake of the kind the warm starts
+make (:data:`DETOUR_KINDS`) and lets the searcher recover from wherever that leaves it; the demonstrator trains on the
+steps after the detour only, never on the detour itself.
+
     python -m agents.alfworld.search --data ROOT --split valid_seen [--max-steps 15]
 
 prints the searcher's own success rate and steps on a split (the check that the demonstrations are sound).
@@ -33,6 +40,7 @@ from typing import Sequence
 
 _TASK = re.compile(r"put (?:a|some) (\w+) (?:in|on) (\w+)")
 _GO = re.compile(r"go to (\w+) (\d+)$")
+_AT = re.compile(r"(?:open|close|take \w+ \d+ from|move \w+ \d+ to) (\w+) (\d+)$")
 
 
 def parse_task(task_text: str) -> tuple[str, str] | None:
@@ -55,9 +63,11 @@ class SearchState:
 
     @property
     def here(self) -> str | None:
-        """The receptacle of the last ``go to`` ("cabinet 2"), None before the first move."""
+        """The receptacle the agent stands at ("cabinet 2"): that of the last ``go to``, or of a later ``open`` /
+        ``close`` / ``take ... from`` / ``move ... to`` (each acts where the agent stands, so a history window that
+        lost the ``go to`` still shows the place); None before the first move."""
         for a in reversed(self.actions):
-            m = _GO.match(a)
+            m = _GO.match(a) or _AT.match(a)
             if m:
                 return f"{m.group(1)} {m.group(2)}"
         return None
@@ -99,19 +109,53 @@ def next_action(state: SearchState, observation: str, admissible: Sequence[str])
     return action
 
 
-def play(env, game: str, max_steps: int = 50) -> dict | None:
+#: the mistakes a detour makes: ``repeat`` the previous action (a second ``go to`` where the agent now stands, a second
+#: ``open``: both change nothing), ``stay`` (``go to`` the receptacle the agent is at: nothing happens), ``wander``
+#: (``go to`` a receptacle drawn from the admissible list: the search resumes from there)
+DETOUR_KINDS = ("repeat", "stay", "wander")
+
+
+def detour_action(kind: str, state: SearchState, admissible: Sequence[str], rng) -> str:
+    """The mistake ``kind`` (:data:`DETOUR_KINDS`) in ``state`` (``rng``: a ``random.Random`` for ``wander``);
+    recorded in ``state`` like a searcher action, so that the search goes on from where it leaves the agent."""
+    if kind not in DETOUR_KINDS:
+        raise ValueError(f"unknown detour kind {kind!r}; expected one of {DETOUR_KINDS}")
+    action = None
+    if kind == "stay" and state.here is not None:
+        action = f"go to {state.here}"
+    elif kind == "wander":
+        gos = sorted(a for a in admissible if _GO.match(a))
+        action = rng.choice(gos) if gos else None
+    if action is None:  # repeat, or a stay/wander with nothing to choose from
+        action = state.actions[-1] if state.actions else "look"
+    state.actions.append(action)
+    return action
+
+
+def play(env, game: str, max_steps: int = 50, detour: tuple[int, str] | None = None, rng=None,
+         window: int = 2) -> dict | None:
     """Play ``game`` on an :class:`agents.alfworld.env.AlfworldEnv`; return the episode's observations, admissible
-    lists, actions, won flag and task text, or None when the task is not ``pick_and_place_simple``-shaped."""
+    lists, actions, won flag and task text, or None when the task is not ``pick_and_place_simple``-shaped.
+
+    ``detour=(t, kind)``: step ``t``'s action is :func:`detour_action` (``kind``, drawing from ``rng``) instead of the
+    searcher's; the searcher plays every other step, from the state the detour left, remembering only its last
+    ``window`` actions (what the prompt's history shows: after a mistake its full memory would know more than the
+    prompt, and the demonstration would no longer be a function of its prompt)."""
     task_text, obs = env.reset(game)
     parsed = parse_task(task_text)
     if parsed is None:
         return None
     state = SearchState(*parsed)
     observations, admissibles, actions = [], [], []
-    for _ in range(max_steps):
+    for t in range(max_steps):
         observations.append(obs.observation)
         admissibles.append(list(obs.admissible_actions))
-        actions.append(next_action(state, obs.observation, obs.admissible_actions))
+        if detour is not None and t == detour[0]:
+            actions.append(detour_action(detour[1], state, obs.admissible_actions, rng))
+        else:
+            if detour is not None:
+                state.actions = state.actions[-window:] if window > 0 else []
+            actions.append(next_action(state, obs.observation, obs.admissible_actions))
         obs = env.step(actions[-1])
         if obs.done:
             break

@@ -80,6 +80,10 @@ def add_sft_args(parser) -> None:
                         help="walkthrough: the stored (privileged) expert walkthroughs; search: the "
                              "observation-consistent searcher (agents.alfworld.search, "
                              "pick_and_place_simple only)")
+    parser.add_argument("--detours", type=int, default=0,
+                        help="recovery demonstrations (--expert search): per game, this many more episodes that "
+                             "make one mistake (repeat a step, go to where the agent stands, wander) and recover; "
+                             "only the steps after the mistake are trained on")
 
 
 def sft_demos(args, progress):
@@ -89,8 +93,13 @@ def sft_demos(args, progress):
     games = [g for g, _ in list_games(args.data, args.split)]
     if not games:
         raise EnvConfigError(f"no ALFWorld games in {args.data} ({args.split})")
+    detours = getattr(args, "detours", 0)
+    if detours and args.expert != "search":
+        raise EnvConfigError(f"--detours {detours} needs --expert search (recovery episodes are the searcher's)")
+    if detours < 0:
+        raise EnvConfigError(f"--detours {detours}: expected a count >= 0")
     return alfworld_demos(args.data, games, history_k=args.history_k, max_steps=args.max_steps, progress=progress,
-                          expert=args.expert)
+                          expert=args.expert, detours=detours)
 
 
 def _quickstart() -> QuickstartHooks:

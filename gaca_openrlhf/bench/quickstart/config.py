@@ -154,7 +154,8 @@ IMPLICIT_BEFORE = {"rl_lr_scheduler": "cosine_with_min_lr", "rl_min_lr_ratio": 0
                    # the records before the copy gate ran 2 cycles with no check; SFT seed 0's warm start, the one
                    # they share, passes the check after its 2 cycles (results/alfworld_sft_gate_2026-12-05), so
                    # they ran what the gated recipe makes (SFT seeds 1-2 differ from the plain command by sft_seed)
-                   "sft_max_cycles": 4, "sft_check_verbs": "take,move"}
+                   "sft_max_cycles": 4, "sft_check_verbs": "take,move",
+                   "sft_detours": 0}  # recovery demonstrations came after every record before 2026-12-06
 
 
 def recorded_setting(cfg: dict, name: str):

@@ -19,10 +19,13 @@ from gaca_openrlhf.bench.quickstart.state import WALL_TIME_FILE, State
 
 def warm_start_path(cfg: QuickstartConfig) -> Path:
     """Where the quickstart's SFT writes (and reuses) its warm start: ``$GACA_CACHE/quickstart/warm-<env>-<size>``,
-    with ``-sft<seed>`` for an SFT seed other than 0 (seed 0's folder keeps the name every record cites)."""
+    with ``-sft<seed>`` for an SFT seed other than 0 (seed 0's folder keeps the name every record cites) and
+    ``-det<n>`` with recovery demonstrations (ALFWorld's ``--sft-detours``)."""
     from gaca_openrlhf.models.tiny import cache_root
 
-    name = f"warm-{cfg.env}-{cfg.model_size}" + (f"-sft{cfg.sft_seed}" if cfg.sft_seed else "")
+    detours = getattr(cfg, "sft_detours", 0)
+    name = (f"warm-{cfg.env}-{cfg.model_size}" + (f"-sft{cfg.sft_seed}" if cfg.sft_seed else "")
+            + (f"-det{detours}" if detours else ""))
     return cache_root() / "quickstart" / name
 
 

@@ -79,7 +79,7 @@ def test_alfworld_s_settings_are_its_options_with_their_names():
     from gaca_openrlhf.bench.quickstart.config import ENV_OPTIONS, CommonConfig
 
     own = {"task_types", "max_receptacles", "max_distractor_types", "expert", "rl_pool_games", "unseen_games",
-           "retired_games", "rl_env_backend", "eval_env_backend"}
+           "retired_games", "rl_env_backend", "eval_env_backend", "sft_detours"}
     assert own.isdisjoint(f.name for f in fields(CommonConfig))
     assert {n for n, (env, _) in ENV_OPTIONS.items() if env == "alfworld"} == own
     flags = build_parser().format_help()
@@ -325,3 +325,15 @@ def test_rl_center_reaches_train_ppo_s_advantage_config(tmp_path):
     assert advantage_config(train_ppo_args(cfg_of("--smoke"), tmp_path)).center == "none"
     with pytest.raises(SystemExit, match="--rl-center"):
         cfg_of("--rl-center", "trajectory")
+
+
+def test_sft_detours_reach_the_sft_command_and_their_own_folder(tmp_path, monkeypatch):
+    # off by default: the plain command's SFT is unchanged (no flag), in the folder every record cites
+    cmd = sft_command(cfg_of(), tmp_path, monkeypatch)
+    assert "--detours" not in cmd and cmd[cmd.index("--out") + 1].endswith("warm-alfworld-small")
+    cmd = sft_command(cfg_of("--sft-detours", "1", "--sft-seed", "2"), tmp_path, monkeypatch)
+    # bug caught: a warm start with recovery demonstrations cached over (and mistaken for) the plain one
+    assert cmd[cmd.index("--detours") + 1] == "1"
+    assert cmd[cmd.index("--out") + 1].endswith("warm-alfworld-small-sft2-det1")
+    with pytest.raises(SystemExit, match="--expert search"):
+        cfg_of("--sft-detours", "1", "--expert", "walkthrough", "--task-types", "1")

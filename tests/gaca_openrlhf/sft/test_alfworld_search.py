@@ -75,3 +75,88 @@ def test_search_demos_render_prompts_for_sft(small_rooms):
     assert len(steps) == stats["steps"] and all(s.response.endswith("</action>") for s in steps)
     with pytest.raises(ValueError):
         alfworld_demos(small_rooms, games, expert="oracle")
+
+
+def test_here_is_read_from_any_action_that_names_the_place():
+    # a 2-step window after a repeated open has lost the "go to"; bug caught: here = None there, so the recovering
+    # searcher restarts its tour instead of going on from where it stands
+    assert SearchState("mug", "sinkbasin", ["open cabinet 2", "open cabinet 2"]).here == "cabinet 2"
+    assert SearchState("mug", "sinkbasin", ["go to cabinet 1", "take mug 1 from drawer 3"]).here == "drawer 3"
+    assert SearchState("mug", "sinkbasin", ["go to cabinet 1", "look"]).here == "cabinet 1"
+    assert SearchState("mug", "sinkbasin", ["look", "inventory"]).here is None
+
+
+def test_detour_actions_are_the_mistakes_they_name():
+    import random
+
+    from agents.alfworld.search import detour_action
+
+    adm = ["go to bed 1", "go to desk 2", "go to shelf 1", "look"]
+    st = SearchState("book", "shelf", ["go to desk 1", "open desk 1"])
+    assert detour_action("repeat", st, adm, random.Random(0)) == "open desk 1"
+    assert st.actions[-1] == "open desk 1"  # recorded, so the search goes on from the detour's state
+    assert detour_action("stay", SearchState("book", "shelf", ["go to desk 1"]), adm, random.Random(0)) == \
+        "go to desk 1"
+    drawn = {detour_action("wander", SearchState("book", "shelf", []), adm, random.Random(i)) for i in range(40)}
+    assert drawn == {"go to bed 1", "go to desk 2", "go to shelf 1"}  # only admissible go-tos, each reachable
+    assert detour_action("stay", SearchState("book", "shelf", []), adm, random.Random(0)) == "look"
+    with pytest.raises(ValueError, match="unknown detour kind"):
+        detour_action("jump", st, adm, random.Random(0))
+
+
+@pytest.mark.parametrize("kind", ["repeat", "stay", "wander"])
+def test_detour_episodes_recover_and_follow_from_their_prompts(small_rooms, kind):
+    import random
+
+    from agents.alfworld.env import AlfworldEnv
+    from agents.alfworld.panels import list_games
+
+    env = AlfworldEnv(data_dir=small_rooms, max_steps=50)
+    try:
+        for g, _ in list_games(small_rooms, "valid_seen"):
+            clean = play(env, g, 50)
+            for at in (1, len(clean["actions"]) - 1):
+                ep = play(env, g, 50, detour=(at, kind), rng=random.Random(at))
+                # bug caught: the detour not applied (the episode equals the clean one) or applied at another step
+                assert ep["actions"][:at] == clean["actions"][:at]
+                assert ep["actions"][at] != clean["actions"][at], (kind, at, ep["actions"])
+                assert ep["won"], (g, kind, at, ep["actions"])  # the searcher recovers within 50 steps
+                obj, goal = parse_task(ep["task_text"])
+                for t in range(at + 1, len(ep["actions"])):
+                    # after the mistake each action is a function of the 2-step history the prompt shows
+                    visible = SearchState(obj, goal, list(ep["actions"][t - 2:t]))
+                    assert next_action(visible, ep["observations"][t], ep["admissibles"][t]) == ep["actions"][t]
+    finally:
+        env.close()
+
+
+def test_search_demos_with_detours_add_recovery_steps_only(small_rooms, tmp_path):
+    import shutil
+
+    from agents.alfworld.demos import alfworld_demos
+    from agents.alfworld.panels import list_games
+
+    games = [g for g, _ in list_games(small_rooms, "valid_seen")]
+    clean, _ = alfworld_demos(small_rooms, games, max_steps=50, expert="search")
+    steps, stats = alfworld_demos(small_rooms, games, max_steps=50, expert="search", detours=2)
+    assert stats["detour_episodes"] == 2 * len(games) and 0 < stats["detour_won"] <= stats["detour_episodes"]
+    assert len(steps) == len(clean) + stats["detour_steps"] and stats["detour_steps"] > 0
+    pairs = [(s.prompt, s.response) for s in steps]
+    # the clean episodes are all there, unchanged (bug caught: detours replacing the clean demonstrations)
+    assert all((s.prompt, s.response) in pairs for s in clean)
+    # the mistake itself is never a target: the detour's own step has the clean episode's prompt, so a kept
+    # mistake would answer a clean prompt differently (bug caught: keeping the steps from the detour on)
+    clean_answer = {s.prompt: s.response for s in clean}
+    assert all(clean_answer.get(p, r) == r for p, r in pairs)
+    # the recovery steps are there: prompts that show a step that changed nothing, which clean ones never do
+    extra = [p for p, _ in pairs if p not in clean_answer]
+    assert extra and any("Nothing happens" in p for p in extra)
+    assert not any("Nothing happens" in s.prompt for s in clean)
+    # seeded by the games' identity: the same steps from a copy of the data elsewhere
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(small_rooms, moved)
+    again, _ = alfworld_demos(str(moved), [g.replace(small_rooms, str(moved)) for g in games], max_steps=50,
+                              expert="search", detours=2)
+    assert [(s.prompt, s.response) for s in again] == pairs
+    with pytest.raises(ValueError, match="detours"):
+        alfworld_demos(small_rooms, games, expert="walkthrough", detours=1)
