@@ -18,6 +18,7 @@ success before and after, the lost -> won and won -> lost counts, and per game t
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
@@ -26,7 +27,9 @@ from collections import defaultdict
 
 
 def _episodes(path: str) -> list[dict]:
-    with open(path) as f:
+    """The episodes of an evaluation result (``.json``, or ``.json.gz`` as records keep those with actions)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
         data = json.load(f)
     eps = data.get("episodes") if isinstance(data, dict) else None
     if not isinstance(eps, list):

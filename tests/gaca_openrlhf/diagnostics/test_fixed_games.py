@@ -56,3 +56,15 @@ def test_select_writes_a_panel_and_tasks(tmp_path):
     assert [json.loads(x)["input"] for x in tasks.read_text().splitlines()] == games
     assert main(["select", str(res), "--data-root", str(root), "--num", "5", "--panel", str(panel),
                  "--tasks", str(tasks)]) == 2  # too few mixed games: a clear error
+
+
+def test_compare_reads_gzipped_results(tmp_path, capsys):
+    # records keep evaluations with recorded actions gzipped; bug caught: a .gz read as plain JSON (a crash)
+    import gzip
+
+    before, after = tmp_path / "before.json", tmp_path / "after.json.gz"
+    before.write_text(json.dumps({"episodes": [ep("a", 0, False), ep("a", 1, True)]}))
+    with gzip.open(after, "wt") as f:
+        json.dump({"episodes": [ep("a", 0, True), ep("a", 1, True)]}, f)
+    assert main(["compare", str(before), str(after)]) == 0
+    assert json.loads(capsys.readouterr().out)["lost_to_won"] == 1
