@@ -4,6 +4,10 @@ intervals that resample games (issue 35, notebook §9).
 
     python examples/cpu/paired_over_seeds.py --pair LABEL=BEFORE.json:AFTER.json [--pair ...] [--json OUT]
 
+Files: evaluation results (``.json`` / ``.json.gz``, :mod:`gaca_openrlhf.eval`) or a record's episode files
+(``results/*/episodes/<label>/<panel>.jsonl``: one episode per game, ``episode`` 0). Games are paired by their identity
+(the last three parts of the game's path: split, task folder, trial), not by where a machine keeps its data.
+
 Per pair: success before/after, lost->won, won->lost and the mean per-game difference with its interval
 (:func:`gaca_openrlhf.diagnostics.fixed_games.compare`, :func:`gaca_openrlhf.diagnostics.disagreement.bootstrap_mean_ci`).
 Over pairs: the per-game difference averaged over the pairs (every pair must cover the same games), then the same
@@ -13,12 +17,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+
+
+def load_episodes(path: str) -> list[dict]:
+    """Episodes of an evaluation result or a record's ``.jsonl``, each game named by its identity."""
+    from gaca_openrlhf.diagnostics.fixed_games import _episodes
+
+    if path.endswith(".jsonl"):
+        with open(path) as f:
+            eps = [json.loads(line) for line in f if line.strip()]
+    else:
+        eps = _episodes(path)
+    return [{**e, "task": "/".join(os.path.normpath(str(e["task"])).split(os.sep)[-3:]),
+             "episode": e.get("episode", 0)} for e in eps]
 
 
 def main(argv=None) -> int:
     from gaca_openrlhf.diagnostics.disagreement import bootstrap_mean_ci
-    from gaca_openrlhf.diagnostics.fixed_games import _episodes, compare
+    from gaca_openrlhf.diagnostics.fixed_games import compare
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pair", action="append", required=True, metavar="LABEL=BEFORE:AFTER")
@@ -32,7 +50,7 @@ def main(argv=None) -> int:
             print(f"error: --pair {spec!r}: expected LABEL=BEFORE.json:AFTER.json", file=sys.stderr)
             return 2
         try:
-            c = compare(_episodes(before), _episodes(after))
+            c = compare(load_episodes(before), load_episodes(after))
         except (ValueError, OSError) as e:
             print(f"error: {label}: {e}", file=sys.stderr)
             return 2
@@ -44,7 +62,8 @@ def main(argv=None) -> int:
     if any(set(d) != games for d in per_game_all):
         print("error: the pairs cover different games; no mean over pairs", file=sys.stderr)
         return 2
-    mean = {g: [sum(d[g][0] for d in per_game_all) / len(per_game_all)] for g in games}
+    # sorted: the bootstrap draws by position, so a set's hash order would change the interval run to run
+    mean = {g: [sum(d[g][0] for d in per_game_all) / len(per_game_all)] for g in sorted(games)}
     out = {"pairs": rows, "mean_over_pairs": bootstrap_mean_ci(mean),
            "success_before_mean": sum(r["success_before"] for r in rows.values()) / len(rows),
            "success_after_mean": sum(r["success_after"] for r in rows.values()) / len(rows)}

@@ -40,3 +40,15 @@ def test_pairs_over_other_games_or_bad_specs_are_refused(tmp_path):
     assert paired.main(["--pair", f"s1={b1}:{a1}", "--pair", f"s2={b2}:{a2}"]) == 2
     assert paired.main(["--pair", f"s1={b1}"]) == 2
     assert paired.main(["--pair", f"s1={b1}:{a2}"]) == 2  # the two evaluations are not paired
+
+
+def test_record_episode_files_pair_by_game_identity(tmp_path):
+    # a record's .jsonl (no "episode" key) against an evaluation result of the same games kept elsewhere; bug
+    # caught: pairing by the absolute path (nothing pairs) or a missing "episode" key (a crash)
+    rec = tmp_path / "test.jsonl"
+    rec.write_text("\n".join(json.dumps({"task": f"/home/a/data/json/valid_seen/t{i}/trial_0", "seed": 0,
+                                         "won": i == 0}) for i in range(2)))
+    after = _result(tmp_path / "after.json", {f"/cache/b/json/valid_seen/t{i}/trial_0": [True] for i in range(2)})
+    out = tmp_path / "out.json"
+    assert paired.main(["--pair", f"s={rec}:{after}", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["pairs"]["s"]["lost_to_won"] == 1
