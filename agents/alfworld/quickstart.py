@@ -22,7 +22,9 @@ OPTIONS = (
     # demonstrations: search (observation-consistent) | walkthrough (privileged)
     QuickstartOption("expert", str, "search"),
     # recovery demonstrations (sft --detours, searcher only): per SFT game, this many more episodes that make one
-    # mistake (repeat a step, go to where the agent stands, wander) and recover; trained on after the mistake only
+    # mistake (repeat a step, go to where the agent stands, wander) and recover; trained on after the mistake only.
+    # 1 adds 865 samples to the 256 games' 1558 (4211 upsampled instead of 2582): --sft-epochs 5.886 keeps the 3102
+    # SFT steps (results/alfworld_sft_detours_2026-12-05). Off until RL from it is measured (notebook section 9)
     QuickstartOption("sft_detours", int, 0),
     # RL on N other games of the subset (another generator seed) instead of the SFT games; 0 = the SFT games. 256
     # (245 after the disjointness filter) is the issue-35 recipe's pool (notebook §3: on the SFT games, which the warm
