@@ -4,7 +4,9 @@
 
 For each file, over the *lost* ALFWorld episodes: the share of steps that change nothing -- ``go to X`` where the agent
 already stands (the target of its previous ``go to``), or ``open X`` when X was opened in this episode and not closed
-since -- and the two parts (``stay``: go-to steps that stay, ``open_again``: opens that repeat). Read from actions only
+since -- and the two parts (``stay``: go-to steps that stay, ``open_again``: opens that repeat); and how far lost
+episodes search (``lost_distinct_places``: distinct receptacles gone to per lost episode; ``lost_took_share``: lost
+episodes that took any object). Read from actions only
 (the files keep no observations): a ``go to`` is taken to arrive, which holds for the receptacles the prompt lists.
 """
 from __future__ import annotations
@@ -46,9 +48,14 @@ def summarise(path: str) -> dict:
     flags = [f for e in lost for f in stuck_flags([a["action"] for a in e["actions"]])]
     gos = sum(1 for e in lost for a in e["actions"] if a["action"].startswith("go to "))
     n = max(1, len(flags))
+    # how far lost episodes search: distinct receptacles gone to, and whether any object was ever taken
+    places = [len({a["action"][len("go to "):] for a in e["actions"] if a["action"].startswith("go to ")})
+              for e in lost]
+    took = sum(any(a["action"].startswith("take ") for a in e["actions"]) for e in lost)
     return {"file": path, "episodes": len(episodes), "success": sum(e["won"] for e in episodes) / len(episodes),
             "lost": len(lost), "lost_steps": len(flags), "stuck_share": sum(bool(f) for f in flags) / n,
-            "stay_share_of_gos": flags.count("stay") / max(1, gos), "open_again": flags.count("open_again")}
+            "stay_share_of_gos": flags.count("stay") / max(1, gos), "open_again": flags.count("open_again"),
+            "lost_distinct_places": sum(places) / max(1, len(places)), "lost_took_share": took / max(1, len(lost))}
 
 
 def main(argv=None) -> int:

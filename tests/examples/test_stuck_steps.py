@@ -30,3 +30,5 @@ def test_summary_counts_lost_episodes_only(tmp_path):
     s = stuck_steps.summarise(str(path))
     assert (s["success"], s["lost"], s["lost_steps"]) == (0.5, 1, 4)
     assert s["stuck_share"] == 0.25 and s["stay_share_of_gos"] == 1 / 3
+    # the lost episode went to a 1 and b 1 (a 1 twice): 2 places, took nothing; the won one is not counted
+    assert s["lost_distinct_places"] == 2 and s["lost_took_share"] == 0
