@@ -94,10 +94,9 @@ def sft_demos(args, progress):
     if not games:
         raise EnvConfigError(f"no ALFWorld games in {args.data} ({args.split})")
     detours = getattr(args, "detours", 0)
-    if detours and args.expert != "search":
-        raise EnvConfigError(f"--detours {detours} needs --expert search (recovery episodes are the searcher's)")
-    if detours < 0:
-        raise EnvConfigError(f"--detours {detours}: expected a count >= 0")
+    if detours < 0 or (detours and args.expert != "search"):
+        raise EnvConfigError(f"--detours {detours}: expected a count >= 0, with --expert search (recovery episodes "
+                             "are the searcher's)")
     return alfworld_demos(args.data, games, history_k=args.history_k, max_steps=args.max_steps, progress=progress,
                           expert=args.expert, detours=detours)
 

@@ -6,7 +6,7 @@ intervals that resample games (issue 35, notebook §9).
 
 Files: evaluation results (``.json`` / ``.json.gz``, :mod:`gaca_openrlhf.eval`) or a record's episode files
 (``results/*/episodes/<label>/<panel>.jsonl``: one episode per game, ``episode`` 0). Games are paired by their identity
-(the last three parts of the game's path: split, task folder, trial), not by where a machine keeps its data.
+(:func:`gaca_openrlhf.seeding.game_identity`: task folder and trial), not by where a machine keeps its data.
 
 Per pair: success before/after, lost->won, won->lost and the mean per-game difference with its interval
 (:func:`gaca_openrlhf.diagnostics.fixed_games.compare`, :func:`gaca_openrlhf.diagnostics.disagreement.bootstrap_mean_ci`).
@@ -17,21 +17,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 
 def load_episodes(path: str) -> list[dict]:
     """Episodes of an evaluation result or a record's ``.jsonl``, each game named by its identity."""
-    from gaca_openrlhf.diagnostics.fixed_games import _episodes
+    from gaca_openrlhf.diagnostics.fixed_games import read_episodes
+    from gaca_openrlhf.seeding import game_identity
 
-    if path.endswith(".jsonl"):
-        with open(path) as f:
-            eps = [json.loads(line) for line in f if line.strip()]
-    else:
-        eps = _episodes(path)
-    return [{**e, "task": "/".join(os.path.normpath(str(e["task"])).split(os.sep)[-3:]),
-             "episode": e.get("episode", 0)} for e in eps]
+    return [{**e, "task": game_identity(e["task"]), "episode": e.get("episode", 0)} for e in read_episodes(path)]
 
 
 def main(argv=None) -> int:

@@ -11,7 +11,6 @@ episodes that took any object). Read from actions only
 """
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import sys
@@ -39,9 +38,9 @@ def stuck_flags(actions: list[str]) -> list[str]:
 
 
 def summarise(path: str) -> dict:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        episodes = json.load(f)["episodes"]
+    from gaca_openrlhf.diagnostics.fixed_games import read_episodes
+
+    episodes = read_episodes(path)
     if not episodes or "actions" not in episodes[0]:
         raise SystemExit(f"{path}: no recorded actions (evaluate with --record-actions)")
     lost = [e for e in episodes if not e["won"]]

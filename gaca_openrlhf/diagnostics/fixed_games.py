@@ -26,10 +26,13 @@ import sys
 from collections import defaultdict
 
 
-def _episodes(path: str) -> list[dict]:
-    """The episodes of an evaluation result (``.json``, or ``.json.gz`` as records keep those with actions)."""
+def read_episodes(path: str) -> list[dict]:
+    """The episodes of an evaluation result (``.json``, or ``.json.gz`` as records keep those with actions) or of a
+    record's episode file (``.jsonl``, one episode per line)."""
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt") as f:
+        if str(path).endswith(".jsonl"):
+            return [json.loads(line) for line in f if line.strip()]
         data = json.load(f)
     eps = data.get("episodes") if isinstance(data, dict) else None
     if not isinstance(eps, list):
@@ -110,7 +113,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         if args.cmd == "select":
-            eps = _episodes(args.results)
+            eps = read_episodes(args.results)
             games = relative_ids(mixed_games(eps), args.data_root)
             if len(games) < args.num:
                 raise ValueError(f"only {len(games)} mixed-outcome games in {args.results} (--num {args.num})")
@@ -125,7 +128,7 @@ def main(argv=None) -> int:
             write_tasks(games, args.tasks)
             print(json.dumps({"mixed_games": len(mixed_games(eps)), "selected": len(games)}))
         else:
-            out = compare(_episodes(args.before), _episodes(args.after))
+            out = compare(read_episodes(args.before), read_episodes(args.after))
             print(json.dumps({k: v for k, v in out.items() if k != "per_game"}))
             if args.json:
                 with open(args.json, "w") as f:
