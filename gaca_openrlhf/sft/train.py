@@ -17,6 +17,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import tempfile
 import time
@@ -101,6 +102,17 @@ def extended_lr_factor(step: int, planned: int, cycle: int, warmup: int, cycles:
     return cycle_decay ** (cycles + k) * lr_factor(s, cycle, warmup, 1.0)
 
 
+_VERB = re.compile(r"\s*([A-Za-z]+)")
+
+
+def action_verb(action: str) -> str:
+    """An action's verb, the word the SFT's ``upsample`` and ``check_verbs`` name: its leading letters
+    (``"take pen 1 from bed 1"`` -> ``take``, ALFWorld; ``"click[b0kqo1hsg6]"`` -> ``click``, WebShop, whose
+    actions have no space after the verb); ``""`` for none."""
+    m = _VERB.match(action)
+    return m.group(1) if m else ""
+
+
 def copy_check(generate: Callable[[str], str], pairs: Sequence[tuple[str, str]], verbs: str, n: int,
                augment: Callable[[str, str, random.Random], tuple[str, str]] | None = None, seed: int = 1234) -> dict:
     """Score ``generate`` (prompt text -> response text, greedy) on ``n`` of ``pairs`` whose action starts with one
@@ -110,14 +122,14 @@ def copy_check(generate: Callable[[str], str], pairs: Sequence[tuple[str, str]],
     from agents.parsing import parse_action
 
     wanted = {v.strip() for v in verbs.split(",") if v.strip()}
-    idx = [i for i, (_, r) in enumerate(pairs) if parse_action(r).action.split(" ", 1)[0] in wanted]
+    idx = [i for i, (_, r) in enumerate(pairs) if action_verb(parse_action(r).action) in wanted]
     rng = random.Random(seed)
     idx = sorted(rng.sample(idx, min(n, len(idx))))
     by_verb: dict[str, list[int]] = {}
     for i in idx:
         prompt, response = augment(*pairs[i], rng) if augment is not None else pairs[i]
         want = parse_action(response).action
-        c = by_verb.setdefault(want.split(" ", 1)[0], [0, 0])
+        c = by_verb.setdefault(action_verb(want), [0, 0])
         c[0] += parse_action(generate(prompt)).action == want
         c[1] += 1
     hits = sum(c[0] for c in by_verb.values())
@@ -155,9 +167,7 @@ def upsample_pairs(pairs: Sequence[tuple[str, str]], spec: str) -> list[tuple[st
     times = parse_upsample(spec)
     out = []
     for prompt, response in pairs:
-        action = response.rpartition("<action>")[2].strip()
-        verb = action.split(" ", 1)[0] if action else ""
-        out.extend([(prompt, response)] * times.get(verb, 1))
+        out.extend([(prompt, response)] * times.get(action_verb(response.rpartition("<action>")[2]), 1))
     return out
 
 

@@ -121,6 +121,22 @@ def test_upsample_repeats_only_the_named_verbs():
     assert upsample_pairs(pairs, "") == pairs
 
 
+def test_upsample_and_copy_check_know_webshop_verbs():
+    """WebShop's actions have no space after the verb (``click[b0kqo1hsg6]``). Catches: the verb read as the text
+    up to the first space (``click[b0kqo1hsg6]</action>``), so that ``--upsample click=2`` and ``--check-verbs click``
+    silently match nothing on WebShop."""
+    from gaca_openrlhf.sft.train import action_verb, copy_check, upsample_pairs
+
+    pairs = [("p0 s", "<think>a</think><action>search[baseball cap]</action>"),
+             ("p1 c", "<think>b</think><action>click[b0kqo1hsg6]</action>"),
+             ("p2 c", "<think>c</think><action>click[buy now]</action>")]
+    assert [p for p, _ in upsample_pairs(pairs, "click=2")] == ["p0 s", "p1 c", "p1 c", "p2 c", "p2 c"]
+    assert [p for p, _ in upsample_pairs(pairs, "search=3")] == ["p0 s"] * 3 + ["p1 c", "p2 c"]
+    got = copy_check(lambda prompt: "<action>click[b0kqo1hsg6]</action>", pairs, "click", 8)
+    assert got == {"exact": 0.5, "n": 2, "by_verb": {"click": [1, 2]}}
+    assert [action_verb(a) for a in ("go to desk 1", "click[x]", " take a", "", "[x]")] == ["go", "click", "take", "", ""]
+
+
 @pytest.mark.parametrize("bad", ["take", "take=0", "=2", "take=x", "take=-1"])
 def test_upsample_rejects_malformed_entries(bad):
     from gaca_openrlhf.sft.train import parse_upsample
