@@ -65,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-memory-utilization", type=float, default=None, help="vLLM memory share (auto: CPU 0.1, GPU 0.85)")
     p.add_argument("--tensor-parallel-size", type=int, default=1)
     p.add_argument("--enforce-eager", action="store_true", default=None, help="disable CUDA graphs (always on CPU)")
-    p.add_argument("--record-actions", action="store_true", help="keep each episode's actions in the JSON")
+    p.add_argument("--record-actions", action="store_true",
+                   help="keep each episode's actions in the JSON: action, valid (format), listed (on the "
+                        "environment's admissible list; null where it lists none)")
     p.add_argument("--no-progress", action="store_true")
     return p
 

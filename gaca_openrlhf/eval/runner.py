@@ -269,15 +269,16 @@ def run_episodes(tasks: Sequence[str], cfg: RunConfig, generator: Generator, enc
                     fail(slot, f"step {ep.steps}", err)
                     continue
                 listed = getattr(ep.obs, "admissible_actions", None)
+                on_list = is_listed(action, listed) if listed else None  # None: the environment lists nothing
                 if listed:
                     ep.listed_steps += 1
-                    ep.admissible_steps += int(is_listed(action, listed))
+                    ep.admissible_steps += int(on_list)
                 ep.repeat_steps += int(bool(ep.steps) and action == ep.last_action)
                 ep.last_action = action
                 ep.steps += 1
                 ep.valid_steps += int(valid)
                 if cfg.record_actions:
-                    ep.actions.append({"action": action, "valid": valid})
+                    ep.actions.append({"action": action, "valid": valid, "listed": on_list})
                 if cfg.record_steps:
                     ep.step_records.append({"t": ep.steps - 1, "anchor": ep.obs.anchor, "reward": float(res.reward),
                                             "valid": bool(valid), "oracle": _oracle_info(res)})

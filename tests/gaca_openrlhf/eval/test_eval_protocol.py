@@ -541,7 +541,10 @@ def test_token_counts_recorded_actions_and_budget_floor():
     gen = Recorder()
     recs, _ = run_episodes(["0"], toy_cfg(record_actions=True), gen, encode, progress=False)
     assert recs[0]["response_tokens"] == 2 * 5 and recs[0]["truncated_responses"] == 0
-    assert recs[0]["actions"] == [{"action": "look", "valid": True}] * 5
+    assert recs[0]["actions"] == [{"action": "look", "valid": True, "listed": True}] * 5
+    # an action the corridor does not list is recorded as off the list (read per step by the WebShop copy read)
+    recs, _ = run_episodes(["0"], toy_cfg(record_actions=True, max_steps=2), Recorder("jump"), encode, progress=False)
+    assert recs[0]["actions"] == [{"action": "jump", "valid": True, "listed": False}] * 2
 
     class Cut(Recorder):
         def generate(self, requests):
