@@ -19,6 +19,14 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+#: MKL's conditional numerical reproducibility, set before torch loads MKL (a user's own ``MKL_CBWR`` wins): fp32
+#: GEMMs take MKL's AVX2 code path on every x86 CPU. That is the path MKL already takes on AMD CPUs (the 3101-step
+#: ALFWorld SFT came out bitwise the same on AMD AVX2 and AVX512-bf16 VMs, and ``AVX2`` leaves it so), while on
+#: Intel AVX512/AMX CPUs MKL picks its own kernels by default, which round differently; over ~3000 SFT steps such
+#: differences grow into another warm start (issue 35: 29.7 % vs 52.3 %). Untested on Intel (notebook §11).
+MKL_CBWR_DEFAULT = "AVX2"
+os.environ.setdefault("MKL_CBWR", MKL_CBWR_DEFAULT)
+
 
 def _bar(desc: str):
     from tqdm import tqdm
@@ -150,7 +158,7 @@ def main(argv=None) -> int:
     stats = train_sft(base, [(s.prompt, s.response) for s in steps], out, cfg, log=lambda m: print(m, file=sys.stderr),
                       progress=bar, augment=augment)
     stats.update(key=key, demos=demo_stats, demos_hash=demos_hash, model_spec=asdict(spec), base_model=str(base),
-                 model_size=args.model_size)
+                 model_size=args.model_size, mkl_cbwr=os.environ.get("MKL_CBWR"))
     meta.write_text(json.dumps(stats, indent=1))
     os.replace(tmp_demos, out / "demos.jsonl")
     print(json.dumps(stats))
