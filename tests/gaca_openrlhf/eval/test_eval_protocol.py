@@ -619,7 +619,7 @@ def test_untagged_response_uses_the_templates_tail(monkeypatch):
     monkeypatch.setattr(runner_mod, "prompt_template", lambda name: dataclasses.replace(TOY_PROMPT, tail_chars=20))
     cfg = RunConfig(env="story", num_envs=1, prompt_max_len=10_000, max_steps=1, record_actions=True)
     recs, _ = run_episodes(["a"], cfg, Untagged(), encode, progress=False)
-    assert recs[0]["actions"] == [{"action": 'ig button now please', "valid": False}]  # its last 20 characters, lower-cased
+    assert recs[0]["actions"] == [{"action": 'ig button now please', "valid": False, "listed": False}]  # its last 20 characters, lower-cased
 
 
 # ------------------------------------------------------------------------------------------------ summary, by hand
