@@ -12,19 +12,15 @@ that is off the list is an ID the page does not show.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections import defaultdict
-
-_VERB = re.compile(r"\s*([A-Za-z]+)")
 
 
 def action_kind(action: str) -> str:
     """``"click[b0kqo1hsg6]"`` -> ``click-product``; otherwise the action's leading letters (``""`` for none)."""
-    if action.startswith("click[b0"):
-        return "click-product"
-    m = _VERB.match(action)
-    return m.group(1) if m else ""
+    from gaca_openrlhf.sft.train import action_verb  # the verb the SFT's --upsample names
+
+    return "click-product" if action.startswith("click[b0") else action_verb(action)
 
 
 def summarise(path: str) -> dict:
